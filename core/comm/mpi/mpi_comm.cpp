@@ -1,0 +1,115 @@
+#include "core/comm/mpi/mpi_comm.hpp"
+
+#include <climits>
+
+#include "core/error.hpp"
+
+namespace pts {
+namespace {
+
+class MpiRequest final : public Request {
+ public:
+  MpiRequest() = default;
+  ~MpiRequest() override {
+    // A request dropped without wait() would leave MPI with a dangling buffer; complete it.
+    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  }
+  void wait() override { PTS_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE)); }
+  MPI_Request* handle() { return &req_; }
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+};
+
+int as_int(size_t count) {
+  if (count > static_cast<size_t>(INT_MAX))
+    throw Error("message of " + std::to_string(count) + " elements exceeds MPI's int count");
+  return static_cast<int>(count);
+}
+
+}  // namespace
+
+MPI_Datatype mpi_type(DType t) {
+  switch (t) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    case DType::u8: return MPI_UINT8_T;
+  }
+  return MPI_BYTE;
+}
+
+MpiComm::MpiComm(MPI_Comm comm, std::string axis, bool own)
+    : comm_(comm), axis_(std::move(axis)), own_(own) {
+  PTS_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  PTS_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+MpiComm::~MpiComm() {
+  if (own_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiComm> MpiComm::duplicate(MPI_Comm comm, std::string axis) {
+  MPI_Comm dup;
+  PTS_MPI_CHECK(MPI_Comm_dup(comm, &dup));
+  return std::make_unique<MpiComm>(dup, std::move(axis), true);
+}
+
+std::unique_ptr<Comm> MpiComm::split(int color, int key, const std::string& axis) {
+  MPI_Comm out;
+  PTS_MPI_CHECK(MPI_Comm_split(comm_, color, key, &out));
+  return std::make_unique<MpiComm>(out, axis, true);
+}
+
+RequestPtr MpiComm::iall_reduce(const void* send, void* recv, size_t count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  const void* s = send == recv ? MPI_IN_PLACE : send;
+  PTS_MPI_CHECK(MPI_Iallreduce(s, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  PTS_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, as_int(recv_count), mpi_type(t), MPI_SUM,
+                                          comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::iall_gather(const void* send, void* recv, size_t send_count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  const char* own_block = static_cast<const char*>(recv) + rank_ * send_count * dtype_size(t);
+  const void* s = send == own_block ? MPI_IN_PLACE : send;
+  PTS_MPI_CHECK(MPI_Iallgather(s, as_int(send_count), mpi_type(t), recv, as_int(send_count),
+                               mpi_type(t), comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::ibroadcast(void* buf, size_t count, DType t, int root) {
+  auto r = std::make_unique<MpiRequest>();
+  PTS_MPI_CHECK(MPI_Ibcast(buf, as_int(count), mpi_type(t), root, comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::iall_to_all(const void* send, void* recv, size_t count, DType t) {
+  auto r = std::make_unique<MpiRequest>();
+  PTS_MPI_CHECK(MPI_Ialltoall(send, as_int(count), mpi_type(t), recv, as_int(count), mpi_type(t),
+                              comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::isend(const void* buf, size_t count, DType t, int peer, int tag) {
+  auto r = std::make_unique<MpiRequest>();
+  PTS_MPI_CHECK(MPI_Isend(buf, as_int(count), mpi_type(t), peer, tag, comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::irecv(void* buf, size_t count, DType t, int peer, int tag) {
+  auto r = std::make_unique<MpiRequest>();
+  PTS_MPI_CHECK(MPI_Irecv(buf, as_int(count), mpi_type(t), peer, tag, comm_, r->handle()));
+  return r;
+}
+
+void MpiComm::barrier() { PTS_MPI_CHECK(MPI_Barrier(comm_)); }
+
+}  // namespace pts

@@ -1,0 +1,35 @@
+// Memory accounting by category: every tensor allocation is tagged and counted, so a
+// strategy's per-rank memory can be compared with its analytic formula exactly.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace pts {
+
+enum class MemCategory { param, grad, optimizer, activation, comm, workspace };
+inline constexpr int kNumMemCategories = 6;
+const char* to_string(MemCategory c);
+MemCategory mem_category_from_string(const std::string& s);
+
+// Current and peak bytes per category on one rank. One tracker per training run, owned by
+// whoever runs it, and passed to everything that allocates.
+class MemoryTracker {
+ public:
+  void allocate(MemCategory c, int64_t bytes);
+  void release(MemCategory c, int64_t bytes);
+  int64_t current(MemCategory c) const { return current_[index(c)]; }
+  int64_t peak(MemCategory c) const { return peak_[index(c)]; }
+  int64_t current_total() const { return current_total_; }
+  int64_t peak_total() const { return peak_total_; }  // peak of the sum, not sum of peaks
+
+ private:
+  static int index(MemCategory c) { return static_cast<int>(c); }
+  std::array<int64_t, kNumMemCategories> current_{}, peak_{};
+  int64_t current_total_ = 0, peak_total_ = 0;
+};
+
+// Peak resident set size of this process (getrusage), bytes; a cross-check for the tracker.
+int64_t process_peak_rss_bytes();
+
+}  // namespace pts

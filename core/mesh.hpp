@@ -1,0 +1,48 @@
+// The process mesh dp x tp x pp and its axis groups. Axis order, fastest first: tp, dp, pp
+//   rank = (pp_index * dp + dp_index) * tp + tp_index
+// so tensor-parallel peers are neighbours (same node on a cluster) and pipeline stages are
+// furthest apart. Worked example, dp = tp = pp = 2 on 8 ranks:
+//   tp groups {0,1} {2,3} {4,5} {6,7}
+//   dp groups {0,2} {1,3} {4,6} {5,7}
+//   pp groups {0,4} {1,5} {2,6} {3,7}   (stage 0 = ranks 0-3, stage 1 = ranks 4-7)
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/comm/comm.hpp"
+
+namespace pts {
+
+struct Layout {
+  int dp = 1, tp = 1, pp = 1;
+  int num_ranks() const { return dp * tp * pp; }
+  // "dp(2) * tp(2) * pp(2) = 8"
+  std::string product_string() const;
+};
+
+struct MeshCoord {
+  int dp = 0, tp = 0, pp = 0;
+};
+
+int mesh_rank(const Layout& l, MeshCoord c);
+MeshCoord mesh_coord(const Layout& l, int rank);
+
+class Mesh {
+ public:
+  // Collective over `world`; throws ConfigError unless layout.num_ranks() == world.size().
+  Mesh(Comm& world, const Layout& layout);
+  const Layout& layout() const { return layout_; }
+  const MeshCoord& coord() const { return coord_; }
+  Comm& world() { return world_; }
+  Comm& dp() { return *dp_; }
+  Comm& tp() { return *tp_; }
+  Comm& pp() { return *pp_; }
+
+ private:
+  Comm& world_;
+  Layout layout_;
+  MeshCoord coord_;
+  std::unique_ptr<Comm> dp_, tp_, pp_;
+};
+
+}  // namespace pts

@@ -1,0 +1,107 @@
+#include "harness/checks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace pts {
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::pass: return "PASS";
+    case Verdict::fail: return "FAIL";
+    case Verdict::skip: return "SKIP";
+  }
+  return "?";
+}
+
+namespace {
+double l2(const std::vector<double>& a) {
+  double s = 0;
+  for (double x : a) s += x * x;
+  return std::sqrt(s);
+}
+double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
+  return std::sqrt(s);
+}
+std::string sci(double v) {
+  std::ostringstream o;
+  o.precision(3);
+  o << std::scientific << v;
+  return o.str();
+}
+}  // namespace
+
+double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double nb = l2(b), d = l2_diff(a, b);
+  return nb == 0 ? d : d / nb;
+}
+
+CheckResult check_exact(const std::vector<double>& losses, const std::vector<double>& oracle_losses,
+                        const std::vector<double>& params, const std::vector<double>& oracle_params) {
+  if (params.size() != oracle_params.size())
+    return {Verdict::fail, "exact: " + std::to_string(params.size()) + " parameters, oracle has " +
+                               std::to_string(oracle_params.size())};
+  double worst = rel_l2_error(params, oracle_params);
+  std::string where = "final parameters";
+  for (size_t s = 0; s < losses.size() && s < oracle_losses.size(); ++s) {
+    double e = std::abs(losses[s] - oracle_losses[s]) / std::max(std::abs(oracle_losses[s]), 1e-300);
+    if (!(e <= worst)) worst = e, where = "loss at step " + std::to_string(s);
+  }
+  if (!std::isfinite(worst)) return {Verdict::fail, "exact: non-finite error (NaN or inf in " + where + ")", worst};
+  if (worst > kExactRelTol)
+    return {Verdict::fail, "exact: relative error " + sci(worst) + " in " + where + " exceeds " + sci(kExactRelTol), worst};
+  return {Verdict::pass, "", worst};
+}
+
+CheckResult check_precision(const std::vector<double>& params, const std::vector<double>& oracle64_params,
+                            const std::vector<double>& single32_params) {
+  if (params.size() != oracle64_params.size() || single32_params.size() != oracle64_params.size())
+    return {Verdict::fail, "precision: parameter counts differ from the oracle's"};
+  double floor = kPrecisionFloorRel * l2(oracle64_params);
+  double ratio = l2_diff(params, oracle64_params) / std::max(l2_diff(single32_params, oracle64_params), floor);
+  if (!std::isfinite(ratio)) return {Verdict::fail, "precision: non-finite parameters", ratio};
+  if (ratio > kPrecisionRatio)
+    return {Verdict::fail, "precision: err_ratio " + sci(ratio) + " exceeds " + sci(kPrecisionRatio), ratio};
+  return {Verdict::pass, "", ratio};
+}
+
+CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected, int steps) {
+  std::string problems;
+  auto add = [&](const std::string& p) { problems += (problems.empty() ? "" : ", ") + p; };
+  for (const auto& e : expected) {
+    CommCount c = counted.get(e.axis, e.op);
+    uint64_t want_calls = e.calls * steps, want_bytes = e.payload_bytes * steps;
+    if (c.calls != want_calls || c.payload_bytes != want_bytes)
+      add(e.axis + "/" + to_string(e.op) + " counted " + std::to_string(c.calls) + " calls, " +
+          std::to_string(c.payload_bytes) + " bytes; expected " + std::to_string(want_calls) + " calls, " +
+          std::to_string(want_bytes) + " bytes");
+  }
+  for (const auto& [key, c] : counted.counts()) {
+    bool stated = std::any_of(expected.begin(), expected.end(),
+                              [&](const ExpectedOp& e) { return e.axis == key.first && e.op == key.second; });
+    if (!stated && c.calls > 0)
+      add(key.first + "/" + to_string(key.second) + " counted " + std::to_string(c.calls) +
+          " calls the strategy does not state");
+  }
+  if (!problems.empty()) return {Verdict::fail, "comm: " + problems};
+  return {Verdict::pass, ""};
+}
+
+CheckResult check_memory(const MemoryTracker& t, const MemoryExpectation& e) {
+  std::string problems;
+  auto cmp = [&](MemCategory c, int64_t want) {
+    if (t.peak(c) != want)
+      problems += std::string(problems.empty() ? "" : ", ") + to_string(c) + " peak " + std::to_string(t.peak(c)) +
+                  " bytes, expected " + std::to_string(want);
+  };
+  cmp(MemCategory::param, e.param);
+  cmp(MemCategory::grad, e.grad);
+  cmp(MemCategory::optimizer, e.optimizer);
+  if (!problems.empty()) return {Verdict::fail, "memory: " + problems};
+  return {Verdict::pass, ""};
+}
+
+}  // namespace pts

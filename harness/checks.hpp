@@ -1,0 +1,50 @@
+// The conformance checks. Each returns PASS/FAIL/SKIP with a reason; SKIP is never FAIL.
+//
+// Tolerances and where they come from:
+// - exact (float64): losses and final parameters may differ from the float64 oracle only
+//   by summation order (gemm blocking, the dp all-reduce). Measured over the conformance
+//   suite the largest such error is a few 1e-16 to 1e-15 (see README, "Tolerances"); the
+//   bound kExactRelTol = 1e-12 leaves a margin of over 100x, while a real bug (a missing
+//   1/dp, a skipped bucket) gives errors of 1e-4 to 1.
+// - precision (float32): err_ratio = ||p - p_oracle64|| / max(||p_single32 - p_oracle64||,
+//   floor) must stay <= kPrecisionRatio. A parallel float32 run is conformant when it is
+//   about as accurate as single-device float32; reordering moves that error by a small
+//   factor. The floor (kPrecisionFloorRel * ||p_oracle64||, float32's epsilon scale) keeps the
+//   ratio meaningful when the single-device error happens to be tiny.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/comm/counting_comm.hpp"
+#include "core/memory.hpp"
+#include "strategies/strategy.hpp"
+
+namespace pts {
+
+enum class Verdict { pass, fail, skip };
+const char* to_string(Verdict v);
+
+struct CheckResult {
+  Verdict verdict = Verdict::skip;
+  std::string reason;
+  double value = std::numeric_limits<double>::quiet_NaN();
+};
+
+inline constexpr double kExactRelTol = 1e-12;
+inline constexpr double kPrecisionRatio = 4.0;
+inline constexpr double kPrecisionFloorRel = 1e-7;
+
+// ||a - b||_2 / ||b||_2 (0 when both are zero).
+double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b);
+
+CheckResult check_exact(const std::vector<double>& losses, const std::vector<double>& oracle_losses,
+                        const std::vector<double>& params, const std::vector<double>& oracle_params);
+CheckResult check_precision(const std::vector<double>& params, const std::vector<double>& oracle64_params,
+                            const std::vector<double>& single32_params);
+// Counted calls and payload over `steps` steps must equal steps x the expectation, per
+// (axis, op), exactly; any op counted but not expected fails too.
+CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected, int steps);
+// Peak param, grad and optimizer bytes must equal the expectation exactly.
+CheckResult check_memory(const MemoryTracker& tracker, const MemoryExpectation& expected);
+
+}  // namespace pts

@@ -1,0 +1,90 @@
+// ptsuite: the command line. Subcommands list, run and schema; run under mpirun.
+// Exit status: 0 all cases pass, 1 a case failed a check, 2 bad input (nothing ran).
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+
+#include "harness/runner.hpp"
+#include "harness/schema.hpp"
+#include "workloads/workload.hpp"
+
+namespace {
+
+void list(const pts::StrategyRegistry& registry) {
+  std::printf("strategies:\n");
+  for (const auto& s : registry.all()) std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
+  std::printf("workloads:\n");
+  for (const auto& w : pts::builtin_workloads())
+    std::printf("  %-16s %12lld params  %s\n", w.name.c_str(), static_cast<long long>(w.num_params()),
+                w.description.c_str());
+  std::printf("suites:\n");
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("suite", ec))
+    if (e.path().extension() == ".toml") std::printf("  %s\n", e.path().c_str());
+  std::printf("suite keys:");
+  for (const auto& k : pts::suite_keys()) std::printf(" %s", k.c_str());
+  std::printf("\n");
+}
+
+std::string default_out_dir(const std::string& suite_path) {
+  std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return "results/runs/" + std::string(stamp) + "-" + std::filesystem::path(suite_path).stem().string();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int code = 0;
+  CLI::App app{"ptsuite: conformance and benchmark suite for parallel training strategies"};
+  app.require_subcommand(1);
+  auto* list_cmd = app.add_subcommand("list", "strategies, workloads (with parameter counts) and suite files");
+  auto* schema_cmd = app.add_subcommand("schema", "print results/SCHEMA.md, generated from the code");
+  auto* run_cmd = app.add_subcommand("run", "run a suite file (under mpirun)");
+  std::string suite_path, out_dir, filter;
+  bool quiet = false;
+  run_cmd->add_option("suite", suite_path, "suite file (TOML)")->required();
+  run_cmd->add_option("--out", out_dir, "run directory (default results/runs/<time>-<suite>); must not hold results");
+  run_cmd->add_option("--filter", filter, "only cases whose name matches this regular expression");
+  run_cmd->add_flag("--quiet", quiet, "no progress or summary");
+  try {
+    app.parse(argc, argv);
+    pts::StrategyRegistry registry = pts::builtin_strategies();
+    if (*list_cmd) {
+      if (rank == 0) list(registry);
+    } else if (*schema_cmd) {
+      if (rank == 0) std::fputs(pts::schema_markdown().c_str(), stdout);
+    } else if (*run_cmd) {
+      pts::MpiComm world(MPI_COMM_WORLD, "world", false);
+      pts::Suite suite = pts::load_suite(suite_path, registry, world.size());
+      if (out_dir.empty()) {
+        out_dir = default_out_dir(suite_path);
+        int len = static_cast<int>(out_dir.size());
+        MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank uses rank 0's clock
+        out_dir.resize(len);
+        MPI_Bcast(out_dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+      }
+      pts::RunSummary s = pts::run_suite(suite, registry, {out_dir, filter, quiet}, world);
+      code = s.failed ? 1 : 0;
+    }
+  } catch (const CLI::ParseError& e) {
+    code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
+    if (code != 0) code = 2;
+  } catch (const pts::ConfigError& e) {
+    if (rank == 0) std::fprintf(stderr, "ptsuite: error: %s\n", e.what());
+    code = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ptsuite: rank %d: fatal: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,381 @@
+#include "harness/runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "core/comm/counting_comm.hpp"
+#include "harness/checks.hpp"
+#include "harness/progress.hpp"
+#include "strategies/single.hpp"
+
+namespace pts {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// What one training run produced. Losses and step times are agreed on every rank of the
+// run; params are the full vector on rank 0.
+struct TrainResult {
+  std::vector<double> losses, step_times, comm_wait;  // comm_wait: this rank, per step
+  std::vector<double> params;
+  std::string error;  // this rank's exception message
+  bool failed = false;  // any rank threw
+};
+
+bool any_rank(MpiComm& side, bool local) {
+  int v = local ? 1 : 0, out = 0;
+  PTS_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, side.native()));
+  return out != 0;
+}
+
+// Gathers one string per rank to rank 0 of `side`.
+std::vector<std::string> gather_strings(MpiComm& side, const std::string& s) {
+  int len = static_cast<int>(s.size());
+  std::vector<int> lens(side.size()), offs(side.size());
+  PTS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, side.native()));
+  int total = 0;
+  for (int r = 0; r < side.size(); ++r) offs[r] = total, total += lens[r];
+  std::string all(side.rank() == 0 ? total : 0, '\0');
+  PTS_MPI_CHECK(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, side.native()));
+  std::vector<std::string> out;
+  if (side.rank() == 0)
+    for (int r = 0; r < side.size(); ++r) out.push_back(all.substr(offs[r], lens[r]));
+  return out;
+}
+
+template <class T>
+const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
+  if constexpr (std::is_same_v<T, float>) return info.make_f32;
+  else return info.make_f64;
+}
+
+// Trains case `c` with strategy `info` on the ranks of `counted` (a CountingComm whose stats
+// are `stats`), using `side` (uncounted, same ranks) for everything the harness itself needs.
+// Fills `report` with this rank's memory and communication figures and check verdicts.
+template <class T>
+TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, Comm& counted,
+                  MpiComm& side, const CommStats& stats, json& report, const std::function<void(int)>& on_step) {
+  TrainResult out;
+  MemoryTracker mem;
+  auto backend = make_cpu_backend<T>();
+  std::unique_ptr<Mesh> mesh;
+  std::unique_ptr<Strategy<T>> strategy;
+  auto guard = [&](auto&& fn) {
+    if (!out.error.empty()) return;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  };
+  guard([&] {
+    mesh = std::make_unique<Mesh>(counted, c.layout);
+    strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
+  });
+  out.failed = any_rank(side, !out.error.empty());
+  for (int step = 0; step < c.steps && !out.failed; ++step) {
+    guard([&] { strategy->load_batch(step); });
+    PTS_MPI_CHECK(MPI_Barrier(side.native()));  // every rank starts the step together
+    double share = 0, wait0 = stats.total_wait_s();
+    auto t0 = Clock::now();
+    guard([&] { share = strategy->train_step(step); });
+    double local[2] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0};
+    double slowest[2], loss = 0;
+    PTS_MPI_CHECK(MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, side.native()));
+    PTS_MPI_CHECK(MPI_Allreduce(&share, &loss, 1, MPI_DOUBLE, MPI_SUM, side.native()));
+    out.failed = slowest[1] > 0;
+    out.losses.push_back(loss);
+    out.step_times.push_back(slowest[0]);
+    out.comm_wait.push_back(stats.total_wait_s() - wait0);
+    if (on_step) on_step(step);
+  }
+  if (!out.failed) {
+    guard([&] { out.params = strategy->full_params(side); });
+    out.failed = any_rank(side, !out.error.empty());
+  }
+
+  report["rank"] = side.rank();
+  report["error"] = out.error;
+  report["peak_total"] = mem.peak_total();
+  report["rss"] = process_peak_rss_bytes();
+  for (int i = 0; i < kNumMemCategories; ++i) {
+    auto cat = static_cast<MemCategory>(i);
+    report["peak"][to_string(cat)] = mem.peak(cat);
+  }
+  json ops = json::array();
+  for (const auto& [key, cnt] : stats.counts())
+    ops.push_back({{"axis", key.first}, {"op", to_string(key.second)}, {"calls", cnt.calls},
+                   {"payload_bytes", cnt.payload_bytes}, {"bus_bytes", cnt.bus_bytes}, {"wait_s", cnt.wait_s}});
+  report["comm"] = ops;
+  report["counted_bus"] = stats.total_bus_bytes();
+  if (strategy && !out.failed) {
+    MemoryExpectation em = strategy->expected_memory();
+    report["expected_memory"] = {{"param", em.param}, {"grad", em.grad}, {"optimizer", em.optimizer}};
+    double expected_bus = 0;
+    for (const auto& e : strategy->expected_comm()) expected_bus += e.bus_bytes();
+    report["expected_bus"] = expected_bus;
+    CheckResult cc = check_comm(stats, strategy->expected_comm(), c.steps);
+    CheckResult cm = check_memory(mem, em);
+    report["check_comm"] = {{"verdict", to_string(cc.verdict)}, {"reason", cc.reason}};
+    report["check_memory"] = {{"verdict", to_string(cm.verdict)}, {"reason", cm.reason}};
+  }
+  return out;
+}
+
+// The single-device reference runs on rank 0 alone, cached by what determines them.
+struct Reference {
+  std::vector<double> losses, params;
+  std::string error;
+};
+
+class ReferenceCache {
+ public:
+  template <class T>
+  const Reference& get(const CaseConfig& c, const WorkloadSpec& w) {
+    const auto& o = c.optimizer;
+    std::string key = w.name + "|" + (std::is_same_v<T, float> ? "f32" : "f64") + "|" + std::to_string(c.steps) + "|" +
+                      std::to_string(c.global_batch) + "|" + std::to_string(c.seed) + "|" + o.kind + "|" +
+                      fmt_double(o.lr) + "|" + fmt_double(o.momentum) + "|" + fmt_double(o.weight_decay) + "|" +
+                      fmt_double(o.beta1) + "|" + fmt_double(o.beta2) + "|" + fmt_double(o.eps);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+    CaseConfig single = c;
+    single.strategy = "single";
+    single.layout = Layout{};
+    static const StrategyInfo info = strategy_entry<Single>("single", "", validate_single);
+    MpiComm self(MPI_COMM_SELF, "self", false);
+    auto stats = std::make_shared<CommStats>();
+    CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
+    json unused;
+    TrainResult r = train<T>(single, w, info, counted, self, *stats, unused, {});
+    return cache_[key] = Reference{r.losses, r.params, r.error};
+  }
+
+ private:
+  std::map<std::string, Reference> cache_;
+};
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double p90_of(std::vector<double> v) {  // nearest rank
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t k = static_cast<size_t>(std::ceil(0.9 * v.size()));
+  return v[std::max<size_t>(k, 1) - 1];
+}
+std::string num(double v) { return fmt_double(v); }
+std::string num(int64_t v) { return std::to_string(v); }
+
+// The tables of one run directory.
+struct RunTables {
+  CsvTable cases{cases_schema()}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()};
+  void write(const std::string& dir) const {
+    steps.write_atomic(dir);
+    comm.write_atomic(dir);
+    memory.write_atomic(dir);
+    cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
+  }
+};
+
+// Rank 0: combines the per-rank reports and the references into the case's rows.
+Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const TrainResult& r, const std::vector<json>& ranks,
+                ReferenceCache& refs, RunTables& t) {
+  Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype},
+          {"optimizer", c.optimizer.kind}, {"ranks", num(int64_t(c.layout.num_ranks()))},
+          {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
+          {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
+          {"global_batch", num(c.global_batch)}, {"bucket_bytes", num(c.bucket_bytes)},
+          {"overlap", c.overlap ? "1" : "0"}};
+  std::vector<std::string> reasons;
+  bool failed = r.failed;
+  for (const auto& rep : ranks)
+    if (!rep["error"].get<std::string>().empty())
+      reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " threw: " + rep["error"].get<std::string>());
+
+  // Timing over the steps after warm-up.
+  std::vector<double> timed(r.step_times.begin() + std::min<size_t>(c.warmup_steps, r.step_times.size()), r.step_times.end());
+  double med = median_of(timed);
+  row["step_time_s"] = num(med);
+  row["step_time_p90_s"] = num(p90_of(timed));
+  row["samples_per_s"] = num(c.global_batch / med);
+  row["flops_per_s"] = num(w.flops_per_sample() * c.global_batch / med);
+
+  // Per-rank figures: max over ranks.
+  int64_t peak = 0, rss = 0;
+  double bus = 0, expected_bus = 0, wait = 0;
+  std::map<std::pair<std::string, std::string>, std::array<double, 4>> ops;
+  for (const auto& rep : ranks) {
+    peak = std::max(peak, rep["peak_total"].get<int64_t>());
+    rss = std::max(rss, rep["rss"].get<int64_t>());
+    bus = std::max(bus, rep["counted_bus"].get<double>() / c.steps);
+    if (rep.contains("expected_bus")) expected_bus = std::max(expected_bus, rep["expected_bus"].get<double>());
+    if (rep.contains("wait_median")) wait = std::max(wait, rep["wait_median"].get<double>());
+    for (const auto& o : rep["comm"]) {
+      auto& a = ops[{o["axis"], o["op"]}];
+      double v[4] = {o["calls"].get<double>(), o["payload_bytes"].get<double>(), o["bus_bytes"].get<double>(),
+                     o["wait_s"].get<double>()};
+      for (int i = 0; i < 4; ++i) a[i] = std::max(a[i], v[i] / c.steps);
+    }
+    int rank = rep["rank"].get<int>();
+    for (int i = 0; i < kNumMemCategories; ++i) {
+      std::string cat = to_string(static_cast<MemCategory>(i));
+      Row m{{"case", c.name}, {"rank", num(int64_t(rank))}, {"category", cat},
+            {"peak_bytes", num(rep["peak"][cat].get<int64_t>())}};
+      if (rep.contains("expected_memory") && rep["expected_memory"].contains(cat))
+        m["expected_bytes"] = num(rep["expected_memory"][cat].get<int64_t>());
+      t.memory.add(m);
+    }
+  }
+  for (const auto& [k, a] : ops)
+    t.comm.add({{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
+                {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}});
+  row["peak_mem_bytes"] = num(peak);
+  row["peak_rss_bytes"] = num(rss);
+  row["comm_bytes_per_step"] = num(bus);
+  row["comm_bytes_expected"] = num(expected_bus);
+  row["comm_wait_s"] = num(wait);
+
+  // Per-rank checks: any rank failing fails the check.
+  auto combine = [&](const char* name) {
+    if (failed) return std::string("SKIP");
+    for (const auto& rep : ranks) {
+      if (!rep.contains(name)) return std::string("SKIP");
+      if (rep[name]["verdict"] == "FAIL") {
+        reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " " + rep[name]["reason"].get<std::string>());
+        return std::string("FAIL");
+      }
+    }
+    return std::string("PASS");
+  };
+  row["check_comm"] = combine("check_comm");
+  row["check_memory"] = combine("check_memory");
+
+  // Equivalence against the single-device references.
+  std::string mode = c.check == "auto" ? (c.dtype == "float64" ? "exact" : "precision") : c.check;
+  row["check_exact"] = row["check_precision"] = "SKIP";
+  const Reference* oracle = nullptr;
+  if (!failed && mode != "none") {
+    oracle = &refs.get<double>(c, w);
+    if (!oracle->error.empty()) {
+      failed = true;
+      reasons.push_back("oracle threw: " + oracle->error);
+    } else if (mode == "exact") {
+      CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
+      row["check_exact"] = to_string(e.verdict);
+      row["max_rel_err"] = num(e.value);
+      if (e.verdict == Verdict::fail) reasons.push_back(e.reason);
+    } else {
+      const Reference& s32 = refs.get<float>(c, w);
+      CheckResult p = check_precision(r.params, oracle->params, s32.params);
+      row["check_precision"] = to_string(p.verdict);
+      row["err_ratio"] = num(p.value);
+      if (p.verdict == Verdict::fail) reasons.push_back(p.reason);
+    }
+  } else if (mode == "none") {
+    reasons.push_back("equivalence checks off (check = none)");
+  }
+  for (size_t s = 0; s < r.losses.size(); ++s) {
+    Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])}, {"step_time_s", num(r.step_times[s])}};
+    if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
+    t.steps.add(sr);
+  }
+  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory"})
+    failed = failed || row[k] == "FAIL";
+  row["verdict"] = failed ? "FAIL" : "PASS";
+  std::string reason;
+  for (const auto& s : reasons) reason += (reason.empty() ? "" : "; ") + s;
+  row["reason"] = reason;
+  return row;
+}
+
+// Rank 0 decides whether the output directory is usable; every rank learns the answer.
+void prepare_out_dir(MpiComm& world, const std::string& dir) {
+  std::string problem;
+  if (world.rank() == 0) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(fs::path(dir) / "cases.csv"))
+      problem = dir + " already holds results (cases.csv); choose another --out, nothing was overwritten";
+    else if (!fs::create_directories(dir, ec) && ec)
+      problem = "cannot create output directory " + dir + ": " + ec.message();
+  }
+  int len = static_cast<int>(problem.size());
+  PTS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, world.native()));
+  problem.resize(len);
+  PTS_MPI_CHECK(MPI_Bcast(problem.data(), len, MPI_CHAR, 0, world.native()));
+  if (!problem.empty()) throw ConfigError(problem);
+}
+
+}  // namespace
+
+RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const RunOptions& opts, MpiComm& world) {
+  std::vector<const CaseConfig*> cases;
+  std::regex filter(opts.filter.empty() ? ".*" : opts.filter);
+  for (const auto& c : suite.cases)
+    if (std::regex_search(c.name, filter)) cases.push_back(&c);
+  if (cases.empty()) throw ConfigError("--filter '" + opts.filter + "' matches none of the " +
+                                       std::to_string(suite.cases.size()) + " cases in " + suite.path);
+  prepare_out_dir(world, opts.out_dir);
+
+  const bool root = world.rank() == 0;
+  RunTables tables;
+  std::string env = environment_json(world, suite);
+  if (root) {
+    write_file_atomic(opts.out_dir + "/env.json", env);
+    tables.write(opts.out_dir);
+  }
+  ReferenceCache refs;
+  Progress progress(root && !opts.quiet, static_cast<int>(cases.size()));
+  RunSummary summary;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CaseConfig& c = *cases[i];
+    const WorkloadSpec& w = *find_workload(c.workload);
+    const StrategyInfo& info = *registry.find(c.strategy);
+    progress.start_case(static_cast<int>(i), c.name, c.steps);
+    const bool active = world.rank() < c.layout.num_ranks();
+    auto group = world.split(active ? 0 : 1, world.rank(), "world");
+    auto& side = static_cast<MpiComm&>(*group);
+    int verdict_fail = 0;
+    if (active) {
+      auto stats = std::make_shared<CommStats>();
+      CountingComm counted(MpiComm::duplicate(side.native(), "world"), stats);
+      json report;
+      auto on_step = [&](int s) { progress.step(s); };
+      TrainResult r = c.dtype == "float32" ? train<float>(c, w, info, counted, side, *stats, report, on_step)
+                                           : train<double>(c, w, info, counted, side, *stats, report, on_step);
+      std::vector<double> timed_wait(r.comm_wait.begin() + std::min<size_t>(c.warmup_steps, r.comm_wait.size()),
+                                     r.comm_wait.end());
+      report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);
+      std::vector<std::string> reports = gather_strings(side, report.dump());
+      if (root) {
+        std::vector<json> parsed;
+        for (const auto& s : reports) parsed.push_back(json::parse(s));
+        Row row = finish_case(c, w, r, parsed, refs, tables);
+        tables.cases.add(row);
+        tables.write(opts.out_dir);
+        summary.cases.push_back(row);
+        verdict_fail = row["verdict"] == "FAIL";
+        progress.end_case(row);
+      }
+    }
+    PTS_MPI_CHECK(MPI_Bcast(&verdict_fail, 1, MPI_INT, 0, world.native()));
+    summary.failed += verdict_fail;
+  }
+  if (root && !opts.quiet) print_summary(summary.cases, opts.out_dir);
+  return summary;
+}
+
+}  // namespace pts

@@ -1,0 +1,33 @@
+// Runs a suite under MPI: for each case, trains it on the first dp*tp*pp ranks, runs the
+// single-device oracle on rank 0 (cached per workload/dtype/steps/...), applies the checks
+// and appends the case's rows to the run directory's CSV files atomically.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/comm/mpi/mpi_comm.hpp"
+#include "harness/csv.hpp"
+#include "harness/suite.hpp"
+
+namespace pts {
+
+struct RunOptions {
+  std::string out_dir;  // created by rank 0; must not already hold results
+  std::string filter;   // ECMAScript regex on case names; empty = all
+  bool quiet = false;   // no progress lines (tests)
+};
+
+struct RunSummary {
+  std::vector<Row> cases;  // the cases.csv rows (rank 0 only)
+  int failed = 0;          // cases with verdict FAIL (all ranks)
+};
+
+// Collective over `world`. Throws ConfigError (on every rank) when the output directory is
+// unusable or the filter matches nothing, before anything runs.
+RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const RunOptions& opts,
+                     MpiComm& world);
+
+// env.json content for a run on `world` (git sha, time, host, ranks, versions).
+std::string environment_json(MpiComm& world, const Suite& suite);
+
+}  // namespace pts

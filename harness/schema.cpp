@@ -1,0 +1,114 @@
+#include "harness/schema.hpp"
+
+#include <sstream>
+
+namespace pts {
+
+std::vector<std::string> CsvSchema::names() const {
+  std::vector<std::string> n;
+  for (const auto& c : columns) n.push_back(c.name);
+  return n;
+}
+
+const CsvSchema& cases_schema() {
+  static const CsvSchema s{
+      "cases.csv",
+      "One row per case, written when the case finishes.",
+      {
+          {"case", "-", "unique case name from the suite (generated from the values a matrix varies)"},
+          {"strategy", "-", "registry name of the strategy"},
+          {"workload", "-", "workload preset"},
+          {"dtype", "-", "float32 or float64"},
+          {"optimizer", "-", "sgd (with momentum) or adamw"},
+          {"ranks", "count", "ranks the case ran on (dp * tp * pp)"},
+          {"dp", "count", "data-parallel axis size"},
+          {"tp", "count", "tensor-parallel axis size"},
+          {"pp", "count", "pipeline-parallel axis size"},
+          {"steps", "count", "optimizer steps trained (warm-up included)"},
+          {"warmup_steps", "count", "first steps left out of the timing statistics"},
+          {"global_batch", "samples", "samples per optimizer step over all ranks"},
+          {"bucket_bytes", "bytes", "gradient bucket size of data-parallel sync"},
+          {"overlap", "bool", "1 when gradient all-reduce overlaps backward"},
+          {"step_time_s", "s", "median over timed steps of the slowest rank's step time"},
+          {"step_time_p90_s", "s", "90th percentile of the same"},
+          {"samples_per_s", "samples/s", "global_batch / step_time_s"},
+          {"flops_per_s", "FLOP/s", "matmul FLOPs executed per step / step_time_s"},
+          {"peak_mem_bytes", "bytes", "max over ranks of the tracker's peak total bytes"},
+          {"peak_rss_bytes", "bytes", "max over ranks of process peak RSS (process lifetime, cross-check)"},
+          {"comm_bytes_per_step", "bytes", "max over ranks of counted bus bytes per step (nccl-tests factors)"},
+          {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes per step"},
+          {"comm_wait_s", "s", "max over ranks of seconds blocked in communication per timed step (median)"},
+          {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 oracle"},
+          {"err_ratio", "-", "precision check: ||p - p_oracle64|| / max(||p_single32 - p_oracle64||, floor)"},
+          {"check_exact", "-", "PASS, FAIL or SKIP"},
+          {"check_precision", "-", "PASS, FAIL or SKIP"},
+          {"check_comm", "-", "PASS, FAIL or SKIP"},
+          {"check_memory", "-", "PASS, FAIL or SKIP"},
+          {"verdict", "-", "FAIL if any check failed or the case threw; else PASS"},
+          {"reason", "-", "why a check failed or was skipped ('; '-separated)"},
+      }};
+  return s;
+}
+
+const CsvSchema& steps_schema() {
+  static const CsvSchema s{"steps.csv",
+                           "One row per case per step.",
+                           {
+                               {"case", "-", "case name"},
+                               {"step", "index", "optimizer step, from 0"},
+                               {"loss", "nats", "global mean training loss before this step's update"},
+                               {"oracle_loss", "nats", "the same for the float64 single-device oracle (empty when not run)"},
+                               {"step_time_s", "s", "slowest rank's time for the step"},
+                           }};
+  return s;
+}
+
+const CsvSchema& comm_schema() {
+  static const CsvSchema s{"comm.csv",
+                           "One row per case per mesh axis per op; per step, max over ranks.",
+                           {
+                               {"case", "-", "case name"},
+                               {"axis", "-", "mesh axis of the group (dp, tp, pp, world)"},
+                               {"op", "-", "all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send, recv, barrier"},
+                               {"calls", "count", "calls per step"},
+                               {"payload_bytes", "bytes", "nccl-tests size per step: whole buffer (all_reduce, broadcast, p2p), whole input (reduce_scatter), whole output (all_gather, all_to_all)"},
+                               {"bus_bytes", "bytes", "payload_bytes times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; else 1)"},
+                               {"wait_s", "s", "seconds blocked waiting for the op per step (all steps)"},
+                           }};
+  return s;
+}
+
+const CsvSchema& memory_schema() {
+  static const CsvSchema s{"memory.csv",
+                           "One row per case per rank per memory category.",
+                           {
+                               {"case", "-", "case name"},
+                               {"rank", "index", "rank within the case"},
+                               {"category", "-", "param, grad, optimizer, activation, comm, workspace"},
+                               {"peak_bytes", "bytes", "peak bytes the tracker saw in the category"},
+                               {"expected_bytes", "bytes", "the strategy's analytic value (param, grad, optimizer only; else empty)"},
+                           }};
+  return s;
+}
+
+const std::vector<const CsvSchema*>& all_schemas() {
+  static const std::vector<const CsvSchema*> v = {&cases_schema(), &steps_schema(), &comm_schema(),
+                                                  &memory_schema()};
+  return v;
+}
+
+std::string schema_markdown() {
+  std::ostringstream o;
+  o << "# Result schema\n\n"
+    << "Generated by `build/ptsuite schema > results/SCHEMA.md` from harness/schema.cpp; a test\n"
+    << "checks this file against the code. A run directory holds the four CSV files below\n"
+    << "(RFC 4180, header row first) and `env.json` (git sha, time, host, ranks, library versions).\n"
+    << "An empty field means the value does not apply or was not measured.\n";
+  for (const CsvSchema* s : all_schemas()) {
+    o << "\n## " << s->file << "\n\n" << s->description << "\n\n| column | unit | meaning |\n|---|---|---|\n";
+    for (const auto& c : s->columns) o << "| `" << c.name << "` | " << c.unit << " | " << c.description << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace pts

@@ -1,0 +1,262 @@
+#include "harness/suite.hpp"
+
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "workloads/workload.hpp"
+
+namespace pts {
+namespace {
+
+// Where a key's value was set, for error messages.
+struct Source {
+  const toml::node* node = nullptr;
+  int line = 0;
+};
+
+[[noreturn]] void fail(const std::string& path, int line, const std::string& key, const std::string& msg) {
+  throw ConfigError(path + ":" + std::to_string(line) + ": key '" + key + "': " + msg);
+}
+
+enum class Kind { integer, number, string, boolean };
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer: return "an integer";
+    case Kind::number: return "a number";
+    case Kind::string: return "a string";
+    case Kind::boolean: return "true or false";
+  }
+  return "?";
+}
+
+struct KeySpec {
+  Kind kind;
+  std::function<void(CaseConfig&, const toml::node&)> set;
+};
+
+int64_t as_int(const toml::node& n) { return n.as_integer()->get(); }
+double as_num(const toml::node& n) { return n.is_integer() ? double(n.as_integer()->get()) : n.as_floating_point()->get(); }
+std::string as_str(const toml::node& n) { return n.as_string()->get(); }
+
+const std::map<std::string, KeySpec>& key_specs() {
+  static const std::map<std::string, KeySpec> specs = {
+      {"name", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.name = as_str(n); }}},
+      {"strategy", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.strategy = as_str(n); }}},
+      {"workload", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.workload = as_str(n); }}},
+      {"dtype", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.dtype = as_str(n); }}},
+      {"dp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.dp = int(as_int(n)); }}},
+      {"tp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.tp = int(as_int(n)); }}},
+      {"pp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.pp = int(as_int(n)); }}},
+      {"steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.steps = int(as_int(n)); }}},
+      {"warmup_steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.warmup_steps = int(as_int(n)); }}},
+      {"global_batch", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.global_batch = as_int(n); }}},
+      {"optimizer", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.optimizer.kind = as_str(n); }}},
+      {"lr", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.lr = as_num(n); }}},
+      {"momentum", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.momentum = as_num(n); }}},
+      {"weight_decay", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.weight_decay = as_num(n); }}},
+      {"beta1", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.beta1 = as_num(n); }}},
+      {"beta2", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.beta2 = as_num(n); }}},
+      {"eps", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.eps = as_num(n); }}},
+      {"seed", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.seed = uint64_t(as_int(n)); }}},
+      {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
+      {"bucket_bytes", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.bucket_bytes = as_int(n); }}},
+      {"overlap", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.overlap = n.as_boolean()->get(); }}},
+  };
+  return specs;
+}
+
+bool has_kind(const toml::node& n, Kind k) {
+  switch (k) {
+    case Kind::integer: return n.is_integer();
+    case Kind::number: return n.is_integer() || n.is_floating_point();
+    case Kind::string: return n.is_string();
+    case Kind::boolean: return n.is_boolean();
+  }
+  return false;
+}
+
+int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
+
+// The label a varying value contributes to a generated case name: "float32", "dp2", "overlap".
+std::string label(const std::string& key, const toml::node& v) {
+  if (v.is_string()) return as_str(v);
+  if (v.is_boolean()) return v.as_boolean()->get() ? key : "no-" + key;
+  if (v.is_integer()) return key + std::to_string(as_int(v));
+  std::ostringstream o;
+  o << key << as_num(v);
+  return o.str();
+}
+
+struct Setting {
+  std::string key;
+  const toml::node* value;  // a scalar or an array (a matrix axis)
+};
+
+// Appends the settings of `table` (defaults or one case), overriding earlier ones.
+void collect(const toml::table& table, const std::string& path, std::vector<Setting>& out) {
+  for (auto&& [k, v] : table) {
+    std::string key(k.str());
+    const auto& specs = key_specs();
+    auto spec = specs.find(key);
+    int line = line_of(v);
+    if (spec == specs.end()) {
+      std::string known;
+      for (const auto& [name, s] : specs) known += (known.empty() ? "" : ", ") + name;
+      fail(path, line, key, "unknown key; known keys: " + known);
+    }
+    auto check_kind = [&](const toml::node& n) {
+      if (!has_kind(n, spec->second.kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(spec->second.kind));
+    };
+    if (const toml::array* arr = v.as_array()) {
+      if (key == "name") fail(path, line, key, "must be a single string, not a list");
+      if (arr->empty()) fail(path, line, key, "an empty list expands to no cases");
+      for (const auto& e : *arr) check_kind(e);
+    } else {
+      check_kind(v);
+    }
+    std::erase_if(out, [&](const Setting& s) { return s.key == key; });
+    out.push_back({key, &v});
+  }
+}
+
+int source_line(const std::vector<Setting>& settings, const std::string& key, int fallback) {
+  for (const auto& s : settings)
+    if (s.key == key) return line_of(*s.value);
+  return fallback;
+}
+
+void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, int case_line,
+                   const std::string& path, const StrategyRegistry& registry, int world_size) {
+  auto where = [&](const std::string& key) { return source_line(settings, key, case_line); };
+  auto require = [&](bool ok, const std::string& key, const std::string& msg) {
+    if (!ok) fail(path, where(key), key, msg);
+  };
+  const StrategyInfo* strategy = registry.find(c.strategy);
+  require(strategy != nullptr, "strategy", "unknown strategy '" + c.strategy + "'; known: " + registry.names());
+  if (!find_workload(c.workload)) {
+    std::string known;
+    for (const auto& w : builtin_workloads()) known += (known.empty() ? "" : ", ") + w.name;
+    fail(path, where("workload"), "workload", "unknown workload '" + c.workload + "'; known: " + known);
+  }
+  require(c.dtype == "float32" || c.dtype == "float64", "dtype", "must be float32 or float64, got '" + c.dtype + "'");
+  require(c.optimizer.kind == "sgd" || c.optimizer.kind == "adamw", "optimizer",
+          "must be sgd or adamw, got '" + c.optimizer.kind + "'");
+  require(c.check == "auto" || c.check == "exact" || c.check == "precision" || c.check == "none", "check",
+          "must be auto, exact, precision or none, got '" + c.check + "'");
+  require(c.layout.dp >= 1, "dp", "must be at least 1");
+  require(c.layout.tp >= 1, "tp", "must be at least 1");
+  require(c.layout.pp >= 1, "pp", "must be at least 1");
+  require(c.steps >= 1, "steps", "must be at least 1");
+  require(c.warmup_steps >= 0 && c.warmup_steps < c.steps, "warmup_steps",
+          "must be in [0, steps), got " + std::to_string(c.warmup_steps) + " with steps " + std::to_string(c.steps));
+  require(c.global_batch >= 1, "global_batch", "must be at least 1");
+  require(c.optimizer.lr > 0, "lr", "must be positive");
+  require(c.check != "exact" || c.dtype == "float64", "check", "exact needs dtype float64");
+  if (c.layout.num_ranks() > world_size) {
+    std::string key = c.layout.dp > 1 ? "dp" : c.layout.tp > 1 ? "tp" : "pp";
+    fail(path, where(key), key, c.layout.product_string() + ", but " + std::to_string(world_size) +
+                                    " ranks are running; launch with mpirun -np " +
+                                    std::to_string(c.layout.num_ranks()) + " or more");
+  }
+  try {
+    strategy->validate(c);
+  } catch (const CaseError& e) {
+    fail(path, where(e.key), e.key, e.what());
+  }
+}
+
+// Advances the matrix index like an odometer (last axis fastest); false after the last.
+bool next_combination(std::vector<size_t>& idx, const std::vector<const Setting*>& axes) {
+  for (size_t a = axes.size(); a-- > 0;) {
+    if (++idx[a] < axes[a]->value->as_array()->size()) return true;
+    idx[a] = 0;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> suite_keys() {
+  std::vector<std::string> k;
+  for (const auto& [name, s] : key_specs()) k.push_back(name);
+  return k;
+}
+
+Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
+                  int world_size) {
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  Suite suite;
+  suite.path = path;
+  std::vector<Setting> defaults;
+  for (auto&& [k, v] : root) {
+    std::string key(k.str());
+    if (key == "description" && v.is_string()) suite.description = as_str(v);
+    else if (key == "defaults" && v.is_table()) collect(*v.as_table(), path, defaults);
+    else if (key == "case" && v.is_array_of_tables()) continue;
+    else fail(path, line_of(v), key, "unknown top-level key; a suite has description, [defaults] and [[case]] tables");
+  }
+  const toml::array* cases = root["case"].as_array();
+  if (!cases || cases->empty()) throw ConfigError(path + ": no [[case]] tables; nothing to run");
+
+  std::map<std::string, int> name_lines;
+  for (const auto& case_node : *cases) {
+    const toml::table& table = *case_node.as_table();
+    const int case_line = line_of(table);
+    std::vector<Setting> settings = defaults;
+    collect(table, path, settings);
+
+    // Matrix axes: every setting whose value is a list, in order of appearance.
+    std::vector<const Setting*> axes;
+    for (const auto& s : settings)
+      if (s.value->is_array()) axes.push_back(&s);
+    std::vector<size_t> idx(axes.size(), 0);
+    for (;;) {
+      CaseConfig c;
+      std::vector<std::string> labels;
+      std::string given_name;
+      for (const auto& s : settings) {
+        const toml::node* v = s.value;
+        if (const toml::array* a = v->as_array()) {
+          size_t axis = std::find(axes.begin(), axes.end(), &s) - axes.begin();
+          v = a->get(idx[axis]);
+          if (a->size() > 1) labels.push_back(label(s.key, *v));
+        }
+        key_specs().at(s.key).set(c, *v);
+        if (s.key == "name") given_name = c.name;
+      }
+      std::string name = given_name.empty() ? c.strategy : given_name;
+      for (const auto& l : labels)
+        if (l != name) name += "-" + l;
+      c.name = name;
+      validate_case(c, settings, case_line, path, registry, world_size);
+      if (auto it = name_lines.find(c.name); it != name_lines.end())
+        fail(path, case_line, "name", "case name '" + c.name + "' is also generated by the case at line " +
+                                          std::to_string(it->second) + "; give the cases distinct names");
+      name_lines[c.name] = case_line;
+      suite.cases.push_back(std::move(c));
+      if (!next_combination(idx, axes)) break;
+    }
+  }
+  return suite;
+}
+
+Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size) {
+  std::ifstream f(path);
+  if (!f) throw ConfigError(path + ": cannot open suite file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_suite(ss.str(), path, registry, world_size);
+}
+
+}  // namespace pts

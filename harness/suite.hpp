@@ -1,0 +1,27 @@
+// Suite files (TOML): [defaults], then [[case]] tables. A list value expands as a matrix
+// (the cartesian product over every listed key), and each expanded case is named from the
+// values that vary. The whole file is validated, layouts included, before anything runs;
+// every error names the file, line and key.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+struct Suite {
+  std::string path;
+  std::string description;
+  std::vector<CaseConfig> cases;
+};
+
+// Throws ConfigError("FILE:LINE: key 'KEY': what is wrong") on the first problem.
+Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size);
+Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
+                  int world_size);
+
+// The keys a case accepts, for `ptsuite list` and error messages.
+std::vector<std::string> suite_keys();
+
+}  // namespace pts

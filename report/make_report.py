@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""Build the HTML report of one ptsuite run directory.
+
+Usage: python3 report/make_report.py RUN_DIR
+
+Reads the CSV files written by the ptsuite harness (cases.csv, steps.csv,
+comm.csv, memory.csv) and env.json, and writes RUN_DIR/report/index.html
+with the PNG plots it references (loss, throughput, comm, memory).
+Exits with status 2 and a message on stderr if a CSV file or a column it
+needs is missing.
+"""
+
+import argparse
+import html
+import json
+import math
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# Every part of the report in page order: (output, heading, input file, columns it
+# needs). This is the one place that says which inputs and columns are required;
+# extra columns in the inputs are ignored.
+PARTS = [
+    ("summary", "Cases", "cases.csv", ["case", "verdict"]),
+    ("loss.png", "Loss per step vs oracle", "steps.csv", ["case", "step", "loss", "oracle_loss"]),
+    ("throughput.png", "Step time and throughput", "cases.csv",
+     ["case", "step_time_s", "step_time_p90_s", "samples_per_s"]),
+    ("comm.png", "Communication bytes per step: measured vs expected", "cases.csv",
+     ["case", "comm_bytes_per_step", "comm_bytes_expected"]),
+    ("memory.png", "Peak memory by category (max over ranks)", "memory.csv",
+     ["case", "category", "peak_bytes"]),
+    ("comm", "Communication by op", "comm.csv",
+     ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"]),
+]
+# Optional columns of the summary table, shown in this order when present in cases.csv.
+SUMMARY_COLUMNS = ["case", "strategy", "workload", "dtype", "dp", "tp", "pp", "verdict",
+                   "reason", "step_time_s", "samples_per_s", "comm_bytes_per_step",
+                   "comm_bytes_expected", "max_rel_err", "err_ratio"]
+# Memory categories in display order; unknown categories follow these.
+MEMORY_CATEGORIES = ["param", "grad", "optimizer", "activation", "comm", "workspace"]
+
+
+class ReportError(Exception):
+    """An input problem that stops the report (exit status 2)."""
+
+
+def read_csv(run_dir: Path, name: str) -> pd.DataFrame:
+    """Read one CSV as text, check its required columns, and return it."""
+    path = run_dir / name
+    if not path.is_file():
+        raise ReportError(f"{path}: file not found")
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        raise ReportError(f"{path}: file is empty (no header row)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot parse CSV: {exc}") from None
+    for output, _, source, columns in PARTS:
+        missing = [c for c in columns if source == name and c not in df.columns]
+        if missing:
+            raise ReportError(f"{path}: missing column(s) {', '.join(missing)} (needed for {output})")
+    return df
+
+
+def numeric(df: pd.DataFrame, column: str) -> pd.Series:
+    """The column as floats; empty or non-numeric fields become NaN."""
+    return pd.to_numeric(df[column], errors="coerce")
+
+
+def byte_unit(largest: float):
+    """A (divisor, label) pair that keeps byte values readable."""
+    return next(((d, u) for d, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")) if largest >= d),
+                (1, "B"))
+
+
+def no_data(path: Path, title: str) -> None:
+    """Write a placeholder plot saying there is nothing to show."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.text(0.5, 0.5, f"{title}: no data", ha="center", va="center")
+    ax.axis("off")
+    save(fig, path)
+
+
+def save(fig, path: Path) -> None:
+    """Write the figure as PNG and free it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def bar_height(n: int) -> float:
+    """Figure height (inches) for a horizontal bar chart of n cases."""
+    return max(2.5, 0.3 * n + 1.2)
+
+
+def case_axis(ax, names) -> None:
+    """Label the y axis with the case names, first case on top; linear x from 0."""
+    ax.set_yticks(range(len(names)), names, fontsize=8)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    if ax.get_xscale() == "linear":
+        ax.set_xlim(left=0)
+
+
+def label_empty_bars(ax, ys, values) -> None:
+    """Write "0" or "n/a" at the left edge where a bar would be invisible."""
+    for y, v in zip(ys, values):
+        if not v > 0:
+            ax.text(0.005, y, "0" if v == 0 else "n/a", transform=ax.get_yaxis_transform(),
+                    va="center", fontsize=7)
+
+
+def plot_loss(steps: pd.DataFrame, path: Path) -> None:
+    """One subplot per case: loss (solid) and oracle loss (dashed) per step."""
+    cases = list(dict.fromkeys(steps["case"]))
+    if not cases:
+        return no_data(path, "loss")
+    steps = steps.assign(**{c: numeric(steps, c) for c in ("step", "loss", "oracle_loss")})
+    ncols = min(4, len(cases))
+    nrows = math.ceil(len(cases) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.6 * nrows), squeeze=False)
+    for ax, case in zip(axes.flat, cases):
+        rows = steps[steps["case"] == case].sort_values("step")
+        ax.plot(rows["step"], rows["loss"], "-", marker=".", label="loss")
+        if rows["oracle_loss"].notna().any():
+            ax.plot(rows["step"], rows["oracle_loss"], "--", label="oracle")
+        ax.set_title(case, fontsize=9)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(cases):]:
+        ax.axis("off")
+    save(fig, path)
+
+
+def plot_throughput(cases: pd.DataFrame, path: Path) -> None:
+    """Median step time (p90 as a marker) and samples/s, one bar per case."""
+    if cases.empty:
+        return no_data(path, "throughput")
+    names = list(cases["case"])
+    y = range(len(names))
+    median, p90 = numeric(cases, "step_time_s"), numeric(cases, "step_time_p90_s")
+    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(12, bar_height(len(names))), sharey=True)
+    ax_t.barh(y, median, color="tab:blue", label="median")
+    ax_t.plot(p90, y, "k|", markersize=12, label="p90")
+    ax_t.set_xlabel("step time (s)")
+    ax_t.legend(fontsize=8)
+    label_empty_bars(ax_t, y, median)
+    samples = numeric(cases, "samples_per_s")
+    ax_s.barh(y, samples, color="tab:green")
+    label_empty_bars(ax_s, y, samples)
+    ax_s.set_xlabel("samples / s")
+    case_axis(ax_t, names)
+    case_axis(ax_s, names)
+    save(fig, path)
+
+
+def plot_comm(cases: pd.DataFrame, path: Path) -> None:
+    """Grouped bars of measured vs expected comm bytes per step, per case."""
+    if cases.empty:
+        return no_data(path, "comm")
+    names = list(cases["case"])
+    measured, expected = numeric(cases, "comm_bytes_per_step"), numeric(cases, "comm_bytes_expected")
+    values = pd.concat([measured, expected])
+    positive = values[values > 0]
+    log = not positive.empty and positive.max() / positive.min() >= 100
+    div, unit = (1, "B") if log else byte_unit(values.max() if values.notna().any() else 0)
+    fig, ax = plt.subplots(figsize=(9, bar_height(1.4 * len(names))))
+    for offset, series, label, color in ((-0.2, measured, "measured", "tab:blue"),
+                                         (0.2, expected, "expected", "tab:orange")):
+        ys = [i + offset for i in range(len(names))]
+        ax.barh(ys, series / div, height=0.4, label=label, color=color)
+        label_empty_bars(ax, ys, series)
+    if log:
+        ax.set_xscale("log")
+    case_axis(ax, names)
+    ax.set_xlabel(f"bytes per step ({unit})" + (", log scale" if log else ""))
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    save(fig, path)
+
+
+def plot_memory(memory: pd.DataFrame, path: Path) -> None:
+    """Stacked bars of peak bytes per category (max over ranks), per case."""
+    mem = memory.assign(peak_bytes=numeric(memory, "peak_bytes")).dropna(subset=["peak_bytes"])
+    if mem.empty:
+        return no_data(path, "memory")
+    table = mem.groupby(["case", "category"], sort=False)["peak_bytes"].max().unstack(fill_value=0)
+    found = list(table.columns)
+    order = [c for c in MEMORY_CATEGORIES if c in found] + [c for c in found if c not in MEMORY_CATEGORIES]
+    table = table[order]
+    div, unit = byte_unit(table.sum(axis=1).max())
+    fig, ax = plt.subplots(figsize=(9, bar_height(len(table))))
+    left = pd.Series(0.0, index=table.index)
+    y = range(len(table))
+    for category in order:
+        ax.barh(y, table[category] / div, left=left, label=category)
+        left += table[category] / div
+    case_axis(ax, list(table.index))
+    ax.set_xlabel(f"peak memory ({unit})")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    save(fig, path)
+
+
+def fmt(value: str) -> str:
+    """Integral numbers as integers, other floats to 4 digits, text as written."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if not math.isfinite(number):
+        return value
+    return str(int(number)) if number.is_integer() and abs(number) < 1e15 else f"{number:.4g}"
+
+
+def html_table(header, rows, table_id: str, verdict_col=None) -> str:
+    """An HTML table; the cell in verdict_col gets a PASS/FAIL/SKIP class."""
+    out = [f'<table id="{table_id}">', "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"]
+    for row in rows:
+        cells = []
+        for i, cell in enumerate(row):
+            cls = f' class="{html.escape(cell)}"' if i == verdict_col and cell in ("PASS", "FAIL", "SKIP") else ""
+            cells.append(f"<td{cls}>{html.escape(cell)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def env_section(run_dir: Path) -> str:
+    path = run_dir / "env.json"
+    if not path.is_file():
+        print(f"make_report: warning: {path} not found", file=sys.stderr)
+        return "<p>env.json not found.</p>"
+    try:
+        env = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: invalid JSON: {exc}") from None
+    if not isinstance(env, dict):
+        env = {"env": env}
+    rows = [[str(k), v if isinstance(v, str) else json.dumps(v, sort_keys=True)] for k, v in env.items()]
+    return html_table(["key", "value"], rows, "env")
+
+
+def comm_section(comm: pd.DataFrame) -> str:
+    """Per case/axis/op and step: calls and bytes are means over ranks, wait_s the max."""
+    if comm.empty:
+        return "<p>No communication recorded.</p>"
+    df = comm.assign(**{c: numeric(comm, c) for c in ("calls", "payload_bytes", "bus_bytes", "wait_s")})
+    agg = df.groupby(["case", "axis", "op"], sort=False).agg(
+        calls=("calls", "mean"), payload_bytes=("payload_bytes", "mean"),
+        bus_bytes=("bus_bytes", "mean"), wait_s=("wait_s", "max")).reset_index()
+    rows = [[fmt(str(v)) for v in row] for row in agg.itertuples(index=False)]
+    note = "<p>Per step: calls and bytes are means over ranks, wait_s is the max over ranks.</p>"
+    return note + html_table(list(agg.columns), rows, "comm")
+
+
+STYLE = """body { font-family: sans-serif; margin: 1.5em; } img { max-width: 100%; }
+table { border-collapse: collapse; font-size: 0.85em; margin-bottom: 1em; }
+th, td { border: 1px solid #bbb; padding: 2px 6px; text-align: left; } th { background: #eee; }
+td.PASS { background: #c8f0c8; } td.FAIL { background: #f4c0c0; } td.SKIP { background: #ddd; }"""
+
+
+def summary_section(cases: pd.DataFrame) -> str:
+    """Verdict counts and one table row per case."""
+    columns = [c for c in SUMMARY_COLUMNS if c in cases.columns]
+    rows = [[fmt(str(v)) for v in row] for row in cases[columns].itertuples(index=False)]
+    counts = cases["verdict"].replace("", "(no verdict)").value_counts()
+    tally = ", ".join(f"{n} {v}" for v, n in counts.items()) or "none"
+    return (f"<p>{len(cases)} cases: {html.escape(tally)}</p>\n"
+            + html_table(columns, rows, "summary", columns.index("verdict")))
+
+
+def make_report(run_dir: Path) -> Path:
+    """Read the run's files, write the plots and index.html; return its path."""
+    if not run_dir.is_dir():
+        raise ReportError(f"{run_dir}: not a directory")
+    data = {name: read_csv(run_dir, name) for name in dict.fromkeys(part[2] for part in PARTS)}
+    out_dir = run_dir / "report"
+    out_dir.mkdir(exist_ok=True)
+    plotters = {"loss.png": plot_loss, "throughput.png": plot_throughput,
+                "comm.png": plot_comm, "memory.png": plot_memory}
+    tables = {"summary": summary_section, "comm": comm_section}
+    run_id = html.escape(run_dir.name)
+    page = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
+            f"<title>ptsuite report: {run_id}</title>", f"<style>{STYLE}</style></head><body>",
+            f"<h1>ptsuite report: {run_id}</h1>", "<h2>Environment</h2>", env_section(run_dir)]
+    for output, heading, source, _ in PARTS:
+        page.append(f"<h2>{html.escape(heading)}</h2>")
+        if output in plotters:
+            plotters[output](data[source], out_dir / output)
+            page.append(f'<img src="{output}" alt="{html.escape(heading)}">')
+        else:
+            page.append(tables[output](data[source]))
+    index = out_dir / "index.html"
+    index.write_text("\n".join(page + ["</body></html>"]) + "\n", encoding="utf-8")
+    return index
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Build the HTML report of a ptsuite run.")
+    parser.add_argument("run_dir", type=Path, help="run directory holding cases.csv etc.")
+    args = parser.parse_args(argv)
+    try:
+        index = make_report(args.run_dir)
+    except ReportError as exc:
+        print(f"make_report: error: {exc}", file=sys.stderr)
+        return 2
+    print(index)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+// A full model replica with its data slice and optimizer: what `single` trains on the whole
+// global batch and what each `ddp` rank trains on its 1/dp of it.
+#pragma once
+#include <memory>
+
+#include "strategies/strategy.hpp"
+#include "workloads/data.hpp"
+
+namespace pts {
+
+template <class T>
+class Replica {
+ public:
+  // Trains on samples [first_sample, first_sample + rows) of every global batch.
+  Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows)
+      : cfg_(ctx.config),
+        model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, rows)),
+        data_(ctx.workload, ctx.config.seed),
+        batch_(make_batch<T>(ctx.workload, ctx.memory, rows)),
+        first_(first_sample) {}
+
+  Model<T>& model() { return *model_; }
+  void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
+  // Zeroes the gradients, then forward + backward; the loss is the mean over this slice.
+  double forward_backward(const GradReadyFn& on_ready = {}) {
+    model_->grads().zero();
+    return model_->forward_backward(batch_, static_cast<double>(batch_.rows), on_ready);
+  }
+  // Copies the parameters out as doubles (exact for float and double).
+  std::vector<double> params_as_double() {
+    const Tensor<T>& p = model_->params();
+    return std::vector<double>(p.data(), p.data() + p.numel());
+  }
+
+ private:
+  const CaseConfig& cfg_;
+  std::unique_ptr<Model<T>> model_;
+  TeacherData data_;
+  Batch<T> batch_;
+  int64_t first_;
+};
+
+// Bytes of params, grads and optimizer state for n parameter elements of type T.
+template <class T>
+MemoryExpectation full_replica_memory(const CaseConfig& c, int64_t n) {
+  const int64_t b = n * static_cast<int64_t>(sizeof(T));
+  return {b, b, b * c.optimizer.state_per_param()};
+}
+
+}  // namespace pts

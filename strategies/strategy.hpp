@@ -1,0 +1,79 @@
+// The Strategy interface: how one case trains its workload on a process mesh, and what it
+// states up front about itself (bytes it moves per step, bytes it holds) so the harness
+// can check both exactly. A new strategy is one file implementing this plus one registry line.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/backend/backend.hpp"
+#include "core/comm/comm.hpp"
+#include "core/memory.hpp"
+#include "core/mesh.hpp"
+#include "core/optimizer.hpp"
+#include "workloads/workload.hpp"
+
+namespace pts {
+
+// One expanded case of a suite file.
+struct CaseConfig {
+  std::string name;
+  std::string strategy = "single";
+  std::string workload = "mlp-tiny";
+  std::string dtype = "float64";  // float32 | float64
+  Layout layout;
+  int steps = 4;
+  int warmup_steps = 1;
+  int64_t global_batch = 32;
+  OptimizerConfig optimizer;
+  uint64_t seed = 1234;
+  std::string check = "auto";  // auto | exact | precision | none
+  int64_t bucket_bytes = 4 << 20;
+  bool overlap = false;
+};
+
+// One kind of call a rank makes per training step, with how often and how many bytes
+// (payload in the nccl-tests convention, see core/comm/comm.hpp).
+struct ExpectedOp {
+  std::string axis;
+  CommOp op;
+  int group_size = 1;
+  uint64_t calls = 0;
+  uint64_t payload_bytes = 0;
+  double bus_bytes() const { return static_cast<double>(payload_bytes) * bus_factor(op, group_size); }
+};
+
+// Bytes this rank holds by category, from the strategy's formula.
+struct MemoryExpectation {
+  int64_t param = 0, grad = 0, optimizer = 0;
+};
+
+// What a strategy is built from. Everything is passed in; nothing is global.
+template <class T>
+struct StrategyContext {
+  const CaseConfig& config;
+  const WorkloadSpec& workload;
+  Mesh& mesh;  // over the counted communicator
+  Backend<T>& backend;
+  MemoryTracker& memory;
+};
+
+template <class T>
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  // Generates this rank's part of step `step`'s global batch (untimed: a real trainer's
+  // data loader runs ahead of compute).
+  virtual void load_batch(int step) = 0;
+  // One optimizer step. Returns this rank's share of the global mean loss: the shares of
+  // all ranks sum to it.
+  virtual double train_step(int step) = 0;
+  // The full flat parameter vector in canonical order, on mesh rank 0 (empty elsewhere).
+  // Collective over the mesh; may use only `side`, an uncounted communicator over the
+  // same ranks, so checking never changes the counted bytes.
+  virtual std::vector<double> full_params(Comm& side) = 0;
+  virtual std::vector<ExpectedOp> expected_comm() const = 0;
+  virtual MemoryExpectation expected_memory() const = 0;
+};
+
+}  // namespace pts

@@ -1,0 +1,13 @@
+// Test-only strategies with planted bugs: the conformance checks must fail each of them.
+// They are never in the shipped registry; tests add them with add_broken_strategies().
+#pragma once
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+// ddp-sum:        sums gradients instead of averaging (a missing 1/dp) -> exact, precision
+// ddp-skip-bucket: never all-reduces the first bucket -> exact and comm volume
+// ddp-leak:        keeps an extra full-size gradient copy -> memory
+void add_broken_strategies(StrategyRegistry& r);
+
+}  // namespace pts
