@@ -27,10 +27,11 @@ Philox4x32 CounterRng::words(uint64_t index) const {
 }
 
 namespace {
-// 53 bits from two words, mapped to the open interval (0, 1).
+// 52 bits from two words, mapped to the open interval (0, 1): (k + 1/2) / 2^52 is exact
+// in a double for every k < 2^52, so neither 0 nor 1 can come out.
 double to_unit(uint32_t hi, uint32_t lo) {
-  uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 11;
-  return (static_cast<double>(bits) + 0.5) * 0x1.0p-53;
+  uint64_t bits = ((static_cast<uint64_t>(hi) << 32) | lo) >> 12;
+  return (static_cast<double>(bits) + 0.5) * 0x1.0p-52;
 }
 }  // namespace
 

@@ -15,9 +15,9 @@ class CounterRng {
   CounterRng(uint64_t seed, uint64_t stream) : seed_(seed), stream_(stream) {}
   // Four random words for `index`: counter = (index, stream), key = seed.
   Philox4x32 words(uint64_t index) const;
-  // Uniform in (0, 1), 53 random bits, from words 0-1 of `index`.
+  // Uniform in (0, 1), 52 random bits, from words 0-1 of `index`.
   double uniform(uint64_t index) const;
-  // Standard normal by Box-Muller from the two 53-bit uniforms of `index`.
+  // Standard normal by Box-Muller from the two 52-bit uniforms of `index`.
   double normal(uint64_t index) const;
   // out[i] = scale * normal(begin + i) for i < count.
   template <class T>

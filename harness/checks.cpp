@@ -46,7 +46,7 @@ CheckResult check_exact(const std::vector<double>& losses, const std::vector<dou
                                std::to_string(oracle_params.size())};
   double worst = rel_l2_error(params, oracle_params);
   std::string where = "final parameters";
-  for (size_t s = 0; s < losses.size() && s < oracle_losses.size(); ++s) {
+  for (size_t s = 0; s < losses.size() && s < oracle_losses.size() && !std::isnan(worst); ++s) {
     double e = std::abs(losses[s] - oracle_losses[s]) / std::max(std::abs(oracle_losses[s]), 1e-300);
     if (!(e <= worst)) worst = e, where = "loss at step " + std::to_string(s);
   }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <cstdint>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -112,6 +113,13 @@ void collect(const toml::table& table, const std::string& path, std::vector<Sett
     }
     auto check_kind = [&](const toml::node& n) {
       if (!has_kind(n, spec->second.kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(spec->second.kind));
+      if (n.is_integer()) {
+        int64_t v = as_int(n);
+        // Counts and sizes are never negative; the layout and step counts are stored as int.
+        static const std::set<std::string> narrow = {"dp", "tp", "pp", "steps", "warmup_steps"};
+        if (v < 0) fail(path, line_of(n), key, "must not be negative, got " + std::to_string(v));
+        if (narrow.count(key) && v > INT32_MAX) fail(path, line_of(n), key, "is out of range: " + std::to_string(v));
+      }
     };
     if (const toml::array* arr = v.as_array()) {
       if (key == "name") fail(path, line, key, "must be a single string, not a list");
@@ -171,6 +179,10 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   }
 }
 
+bool defaults_have_name(const std::vector<Setting>& defaults) {
+  return std::any_of(defaults.begin(), defaults.end(), [](const Setting& s) { return s.key == "name"; });
+}
+
 // Advances the matrix index like an odometer (last axis fastest); false after the last.
 bool next_combination(std::vector<size_t>& idx, const std::vector<const Setting*>& axes) {
   for (size_t a = axes.size(); a-- > 0;) {
@@ -201,10 +213,18 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
   std::vector<Setting> defaults;
   for (auto&& [k, v] : root) {
     std::string key(k.str());
-    if (key == "description" && v.is_string()) suite.description = as_str(v);
-    else if (key == "defaults" && v.is_table()) collect(*v.as_table(), path, defaults);
-    else if (key == "case" && v.is_array_of_tables()) continue;
-    else fail(path, line_of(v), key, "unknown top-level key; a suite has description, [defaults] and [[case]] tables");
+    if (key == "description") {
+      if (!v.is_string()) fail(path, line_of(v), key, "must be a string");
+      suite.description = as_str(v);
+    } else if (key == "defaults") {
+      if (!v.is_table()) fail(path, line_of(v), key, "must be a table: [defaults]");
+      collect(*v.as_table(), path, defaults);
+    } else if (key == "case") {
+      if (!v.is_array_of_tables() || v.as_array()->empty())
+        fail(path, line_of(v), key, "must be one or more [[case]] tables");
+    } else {
+      fail(path, line_of(v), key, "unknown top-level key; a suite has description, [defaults] and [[case]] tables");
+    }
   }
   const toml::array* cases = root["case"].as_array();
   if (!cases || cases->empty()) throw ConfigError(path + ": no [[case]] tables; nothing to run");
@@ -216,7 +236,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
     std::vector<Setting> settings = defaults;
     collect(table, path, settings);
 
-    // Matrix axes: every setting whose value is a list, in order of appearance.
+    // Matrix axes: every setting whose value is a list, in key order (toml++ sorts table keys).
     std::vector<const Setting*> axes;
     for (const auto& s : settings)
       if (s.value->is_array()) axes.push_back(&s);
@@ -230,14 +250,15 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
         if (const toml::array* a = v->as_array()) {
           size_t axis = std::find(axes.begin(), axes.end(), &s) - axes.begin();
           v = a->get(idx[axis]);
-          if (a->size() > 1) labels.push_back(label(s.key, *v));
+          // The strategy is the stem of a generated name already; other keys add a label.
+          if (a->size() > 1 && !(s.key == "strategy" && !table.contains("name") && !defaults_have_name(defaults)))
+            labels.push_back(label(s.key, *v));
         }
         key_specs().at(s.key).set(c, *v);
         if (s.key == "name") given_name = c.name;
       }
       std::string name = given_name.empty() ? c.strategy : given_name;
-      for (const auto& l : labels)
-        if (l != name) name += "-" + l;
+      for (const auto& l : labels) name += "-" + l;
       c.name = name;
       validate_case(c, settings, case_line, path, registry, world_size);
       if (auto it = name_lines.find(c.name); it != name_lines.end())

@@ -1,6 +1,6 @@
 // Suite files (TOML): [defaults], then [[case]] tables. A list value expands as a matrix
 // (the cartesian product over every listed key), and each expanded case is named from the
-// values that vary. The whole file is validated, layouts included, before anything runs;
+// values that vary, in key order: strategy (or name), then e.g. dp2, float32, sgd. The whole file is validated, layouts included, before anything runs;
 // every error names the file, line and key.
 #pragma once
 #include <string>

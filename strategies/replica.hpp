@@ -21,9 +21,8 @@ class Replica {
 
   Model<T>& model() { return *model_; }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
-  // Zeroes the gradients, then forward + backward; the loss is the mean over this slice.
+  // Forward + backward, overwriting the gradients; the loss is the mean over this slice.
   double forward_backward(const GradReadyFn& on_ready = {}) {
-    model_->grads().zero();
     return model_->forward_backward(batch_, static_cast<double>(batch_.rows), on_ready);
   }
   // Copies the parameters out as doubles (exact for float and double).

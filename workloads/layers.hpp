@@ -18,9 +18,11 @@ struct Linear {
     be.gemm(Trans::no, Trans::no, rows, out, in, T(1), x, in, w.data(), out, T(0), y, out);
     be.add_bias(y, b.data(), rows, out);
   }
-  // dW += x^T dy; db += colsum(dy); dx = dy W^T (skipped when dx is null).
-  void backward(Backend<T>& be, const T* x, const T* dy, T* dx, int64_t rows) {
-    be.gemm(Trans::yes, Trans::no, in, out, rows, T(1), x, in, dy, out, T(1), dw.data(), out);
+  // dW (+)= x^T dy; db (+)= colsum(dy); dx = dy W^T (skipped when dx is null). Without
+  // `accumulate` the grads are overwritten, which saves zeroing the gradient buffer.
+  void backward(Backend<T>& be, const T* x, const T* dy, T* dx, int64_t rows, bool accumulate) {
+    be.gemm(Trans::yes, Trans::no, in, out, rows, T(1), x, in, dy, out, T(accumulate ? 1 : 0), dw.data(), out);
+    if (!accumulate) db.zero();
     be.bias_grad(dy, db.data(), rows, out);
     if (dx) be.gemm(Trans::no, Trans::yes, rows, in, out, T(1), dy, out, w.data(), out, T(0), dx, in);
   }

@@ -59,7 +59,8 @@ Mlp<T>::Mlp(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem, u
 }
 
 template <class T>
-double Mlp<T>::forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready) {
+double Mlp<T>::forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready,
+                                bool accumulate) {
   const int64_t rows = batch.rows;
   PTS_REQUIRE(rows <= max_rows_, "batch larger than the model was built for");
   const int64_t num = static_cast<int64_t>(layers_.size());
@@ -76,7 +77,7 @@ double Mlp<T>::forward_backward(const Batch<T>& batch, double norm, const GradRe
                                  layers_[num - 1].out, norm, dy);
   for (int64_t l = num - 1; l >= 0; --l) {
     T* dx = l > 0 ? spare : nullptr;
-    layers_[l].backward(be_, input_of(l), dy, dx, rows);
+    layers_[l].backward(be_, input_of(l), dy, dx, rows, accumulate);
     if (on_ready) on_ready(offsets_[l]);
     if (l > 0) {
       // dh_{l-1} = gelu'(h_{l-1}) * da_{l-1}, in place.

@@ -22,7 +22,8 @@ class Mlp final : public Model<T> {
   int64_t num_params() const override { return params_.numel(); }
   Tensor<T>& params() override { return params_; }
   Tensor<T>& grads() override { return grads_; }
-  double forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready) override;
+  double forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready,
+                          bool accumulate = false) override;
 
  private:
   Backend<T>& be_;

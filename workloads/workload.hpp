@@ -49,9 +49,10 @@ class Model {
   virtual int64_t num_params() const = 0;
   virtual Tensor<T>& params() = 0;
   virtual Tensor<T>& grads() = 0;
-  // Forward and backward on `batch`; ACCUMULATES into grads(). The loss is a sum over the
-  // batch divided by `norm`; returns it.
-  virtual double forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready) = 0;
+  // Forward and backward on `batch`: writes grads(), or adds to them when `accumulate`
+  // (microbatches). The loss is a sum over the batch divided by `norm`; returns it.
+  virtual double forward_backward(const Batch<T>& batch, double norm, const GradReadyFn& on_ready,
+                                  bool accumulate = false) = 0;
 };
 
 // Builds the model of `spec` for batches of up to `max_rows` samples, parameters

@@ -18,8 +18,10 @@ CBLAS_TRANSPOSE cblas_trans(Trans t) { return t == Trans::yes ? CblasTrans : Cbl
 // exp(x) for float as 2^k * e^r, |r| <= ln2/2, with a degree-7 Taylor polynomial for e^r
 // (truncation r^8/8! < 6e-9, below float's 6e-8 rounding). Written so it vectorises.
 inline float exp_float(float x) {
-  x = std::clamp(x, -87.0f, 88.0f);
-  float k = std::nearbyint(x * std::numbers::log2e_v<float>);
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  // Round to nearest by adding and subtracting 1.5 * 2^23 (vectorises, unlike nearbyint).
+  constexpr float kRound = 12582912.0f;
+  float k = (x * std::numbers::log2e_v<float> + kRound) - kRound;
   float r = x - k * 0.693145751953125f - k * 1.428606765330187e-06f;  // ln2 split hi + lo
   float p = 1.0f / 5040;
   p = p * r + 1.0f / 720;

@@ -231,11 +231,12 @@ std::vector<double> gelu_inputs(int64_t n) {
   return x;
 }
 
-// Error bound: t = tanh(...) carries a few ulp of absolute error (float: the backend's own
-// exp, Taylor truncation 6e-9 < eps; double: the C library), and 1 + t, 1 - t^2 cancel in
-// the tails, so the error scales with the term magnitudes M, not with |y|:
-// |err| <= 16 * eps(T) * M, 16 covering the handful of roundings along the way.
-constexpr double kGeluK = 16;
+// Error bound: t = tanh(...) carries about an ulp of absolute error (float: the backend's
+// own exp, Taylor truncation 6e-9 < eps; double: the C library), and 1 + t, 1 - t^2 cancel
+// in the negative tail, so the error scales with the term magnitudes M, not with |y|: a
+// fixed relative tolerance cannot hold there (float at x = -5: y = -2e-7 comes out 0).
+// |err| <= 4 * eps(T) * M; the largest seen on a 400k-point grid over [-20, 20] is 1.7.
+constexpr double kGeluK = 4;
 
 TYPED_TEST(CpuBackendTest, GeluForwardMatchesTanhFormula) {
   using T = TypeParam;
@@ -268,7 +269,9 @@ TYPED_TEST(CpuBackendTest, GeluBackwardMatchesAnalyticDerivative) {
 }
 
 // Large |x|: t saturates at +-1, so y = x (or 0) and dy/dx = 1 (or 0), with no NaN or inf
-// from the exp inside tanh overflowing.
+// from the exp inside tanh overflowing. For |x| >= 10, u = c (x + a x^3) >= 43.6 and
+// 1 - |t| < 2 exp(-2u) < 1e-37, below both precisions' resolution: the results are the
+// saturated values up to the last rounding (eps(T) relative).
 TYPED_TEST(CpuBackendTest, GeluSaturatesForLargeInputs) {
   using T = TypeParam;
   const std::vector<T> x = {10, 12.5, 15, 20, -10, -12.5, -15, -20};
@@ -279,10 +282,8 @@ TYPED_TEST(CpuBackendTest, GeluSaturatesForLargeInputs) {
   for (size_t i = 0; i < x.size(); ++i) {
     SCOPED_TRACE(testing::Message() << "x " << x[i]);
     ASSERT_TRUE(std::isfinite(y[i]) && std::isfinite(dx[i])) << y[i] << " " << dx[i];
-    // For |x| >= 10, 1 - |t| < 2 exp(-2 * 0.79 * 10) = 2.8e-7 relative to the result; a bound
-    // of 4 eps plus that covers the exact saturated values and float's last rounding.
-    EXPECT_NEAR(double(y[i]), x[i] > 0 ? double(x[i]) : 0.0, 3e-7 * std::abs(double(x[i])));
-    EXPECT_NEAR(double(dx[i]), x[i] > 0 ? 1.0 : 0.0, 1e-5);
+    EXPECT_NEAR(double(y[i]), x[i] > 0 ? double(x[i]) : 0.0, this->eps * std::abs(double(x[i])));
+    EXPECT_NEAR(double(dx[i]), x[i] > 0 ? 1.0 : 0.0, this->eps);
   }
   // At +-20 tanh is exactly +-1 in both precisions.
   EXPECT_EQ(y[3], T(20));

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# One command: install what is needed, build, run every test (unit, MPI integration,
+# report) and the quick suite as a smoke test. .ci/run calls exactly this.
+source "$(dirname "$0")/common.sh"
+bash ci/setup.sh
+build
+(cd build && ctest --output-on-failure --timeout 600)
+PTSUITE_BIN=$PWD/build/ptsuite PTSUITE_REQUIRE_BIN=1 python3 -m pytest -q report/
+bash ci/quick.sh "$(mktemp -d)/quick"
+if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
+  # The unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPTSUITE_SANITIZE=ON -DPTSUITE_BENCH=OFF >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  (cd build-asan && ctest --output-on-failure -L unit)
+fi

@@ -1,0 +1,126 @@
+# The CLI as a user runs it: bad input exits 2 before anything runs and writes nothing; a
+# good run writes its five files; a used --out is refused and left as it was.
+# Usage (from CTest): bash cli_test.sh PTSUITE_BIN MPIEXEC REPO_DIR
+set -u
+
+if [ $# -ne 3 ]; then
+  echo "usage: bash cli_test.sh PTSUITE_BIN MPIEXEC REPO_DIR" >&2
+  exit 2
+fi
+# Absolute paths: the checks run in a scratch directory.
+BIN=$(realpath -- "$1") || exit 2
+MPIEXEC=$(command -v -- "$2") || { echo "cli_test: no mpiexec '$2'" >&2; exit 2; }
+REPO=$(realpath -- "$3") || exit 2
+[ -x "$BIN" ] || { echo "cli_test: '$BIN' is not an executable" >&2; exit 2; }
+NP2=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS=1 "$BIN")
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptsuite-cli-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+failures=0
+check() {  # check NAME CONDITION...: runs the condition, prints one line
+  local name=$1
+  shift
+  if "$@"; then
+    echo "PASS  $name"
+  else
+    echo "FAIL  $name"
+    failures=$((failures + 1))
+  fi
+}
+# run OUT_PREFIX CMD...: runs CMD with stdout/stderr in OUT_PREFIX.out/.err; sets $rc.
+run() {
+  local prefix=$1
+  shift
+  "$@" >"$prefix.out" 2>"$prefix.err"
+  rc=$?
+}
+has() { grep -qF -- "$2" "$1"; }
+show() { sed 's/^/    | /' "$1"; }
+
+# (a) unknown key: exit 2, file:line and key on stderr, --out not created.
+cat >unknown_key.toml <<'EOF'
+[[case]]
+strategy = "single"
+stpes = 3
+EOF
+run a "${NP2[@]}" run unknown_key.toml --out out_a --quiet
+check "unknown key exits 2 (got $rc)" test "$rc" -eq 2
+check "unknown key: stderr names file:line and key" has a.err "unknown_key.toml:3: key 'stpes': unknown key"
+check "unknown key: --out dir not created" test ! -e out_a
+[ "$rc" -eq 2 ] || show a.err
+
+# (b) a layout needing 8 ranks on 2.
+cat >too_big.toml <<'EOF'
+[[case]]
+strategy = "ddp"
+dp = 2
+tp = 2
+pp = 2
+EOF
+run b "${NP2[@]}" run too_big.toml --out out_b --quiet
+check "8-rank layout on 2 ranks exits 2 (got $rc)" test "$rc" -eq 2
+check "8-rank layout: product spelled out" has b.err "too_big.toml:3: key 'dp': dp(2) * tp(2) * pp(2) = 8, but 2 ranks are running"
+check "8-rank layout: --out dir not created" test ! -e out_b
+
+# (c) a valid tiny suite runs and writes every file.
+cat >tiny.toml <<'EOF'
+description = "cli test: single and ddp dp 2 on mlp-tiny"
+[defaults]
+workload = "mlp-tiny"
+steps = 3
+warmup_steps = 1
+global_batch = 16
+
+[[case]]
+strategy = "single"
+
+[[case]]
+strategy = "ddp"
+dp = 2
+EOF
+run c "${NP2[@]}" run tiny.toml --out out_c --quiet
+check "valid suite exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || { show c.out; show c.err; }
+for f in cases.csv steps.csv comm.csv memory.csv env.json; do
+  check "valid suite wrote $f" test -s "out_c/$f"
+done
+check "cases.csv: header and one row per case" test "$(wc -l <out_c/cases.csv 2>/dev/null)" = 3
+check "cases.csv: both cases listed, in order" \
+  test "$(tail -n +2 out_c/cases.csv 2>/dev/null | cut -d, -f1 | tr '\n' ' ')" = "single ddp "
+check "steps.csv: header and 3 steps per case" test "$(wc -l <out_c/steps.csv 2>/dev/null)" = 7
+check "no temporary files left" test -z "$(find out_c -name '*.tmp' 2>/dev/null)"
+
+# (d) the same --out again: refused, cases.csv untouched.
+cp out_c/cases.csv saved_cases.csv 2>/dev/null
+run d "${NP2[@]}" run tiny.toml --out out_c --quiet
+check "rerun into a used --out exits 2 (got $rc)" test "$rc" -eq 2
+check "rerun: stderr says why" has d.err "ptsuite: error: out_c"
+check "rerun: cases.csv byte-identical" cmp -s saved_cases.csv out_c/cases.csv
+
+# (e) a filter that matches nothing.
+run e "${NP2[@]}" run tiny.toml --out out_e --filter '^no-such-case$' --quiet
+check "filter matching nothing exits 2 (got $rc)" test "$rc" -eq 2
+check "filter matching nothing: stderr names the filter" has e.err "^no-such-case$"
+check "filter matching nothing: --out dir not created" test ! -e out_e
+
+# (f) list, without mpirun.
+run f "$BIN" list
+check "list exits 0 (got $rc)" test "$rc" -eq 0
+check "list names workload mlp-medium" has f.out "mlp-medium"
+check "list names strategy ddp" has f.out "ddp"
+
+# (g) unknown subcommand.
+run g "$BIN" frobnicate
+check "unknown subcommand exits non-zero (got $rc)" test "$rc" -ne 0
+
+# (h) schema prints the committed file.
+run h "$BIN" schema
+check "schema matches results/SCHEMA.md" cmp -s h.out "$REPO/results/SCHEMA.md"
+
+if [ "$failures" -ne 0 ]; then
+  echo "cli_test: $failures check(s) failed"
+  exit 1
+fi
+echo "cli_test: all checks passed"

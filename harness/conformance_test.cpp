@@ -1,0 +1,171 @@
+// The conformance checks, end to end under MPI (4 ranks): the real ddp passes every check
+// at dp 2, 3 (one rank idle) and 4, and each planted bug is caught by the check meant for
+// it, and only where it should be. Verdicts are read from the run's cases.csv on disk.
+#include <gtest/gtest.h>
+
+#include "harness/csv_reader.hpp"
+#include <mpi.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "harness/runner.hpp"
+#include "strategies/data_parallel.hpp"
+#include "strategies/testing/broken_strategies.hpp"
+
+namespace pts {
+namespace {
+
+// Throws while being built on mesh rank 1 only: the case must be recorded as FAIL on
+// every rank and the suite must go on.
+template <class T>
+class ThrowsOnRank1 final : public Strategy<T> {
+ public:
+  explicit ThrowsOnRank1(const StrategyContext<T>& ctx) {
+    if (ctx.mesh.world().rank() == 1) throw Error("planted failure on rank 1");
+  }
+  void load_batch(int) override {}
+  double train_step(int) override { return 0; }
+  std::vector<double> full_params(Comm&) override { return {}; }
+  std::vector<ExpectedOp> expected_comm() const override { return {}; }
+  MemoryExpectation expected_memory() const override { return {}; }
+};
+
+constexpr const char* kSuite = R"(
+[defaults]
+workload = "mlp-tiny"
+steps = 4
+warmup_steps = 1
+global_batch = 24
+lr = 0.05
+bucket_bytes = 2048
+
+[[case]]
+strategy = ["ddp", "ddp-sum", "ddp-skip-bucket", "ddp-leak"]
+dp = [2, 3, 4]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "ddp-adamw"
+strategy = "ddp"
+optimizer = "adamw"
+dp = [3, 4]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "ddp-overlap"
+strategy = "ddp"
+overlap = true
+dp = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+strategy = "throws"
+dp = 2
+
+[[case]]
+name = "after-throw"
+strategy = "ddp"
+dp = 2
+)";
+
+struct Cases {
+  std::map<std::string, std::map<std::string, std::string>> rows;  // case -> column -> value
+};
+
+// Runs kSuite once on all ranks; rank 0 reads cases.csv back from disk.
+const Cases& run_once() {
+  static Cases cases;
+  static bool done = false;
+  if (done) return cases;
+  done = true;
+  StrategyRegistry reg = builtin_strategies();
+  add_broken_strategies(reg);
+  reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_ddp));
+  MpiComm world(MPI_COMM_WORLD, "world", false);
+  Suite suite = parse_suite(kSuite, "conformance_test.toml", reg, world.size());
+  int pid = getpid();
+  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string dir = (std::filesystem::temp_directory_path() / ("ptsuite-conformance-" + std::to_string(pid))).string();
+  RunSummary s = run_suite(suite, reg, {dir, "", true}, world);
+  if (world.rank() == 0) {
+    io::CSVReader<9, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
+    in.read_header(io::ignore_extra_column, "case", "strategy", "dp", "check_exact", "check_precision",
+                   "check_comm", "check_memory", "verdict", "reason");
+    std::string name, strategy, dp, exact, precision, comm, memory, verdict, reason;
+    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, verdict, reason))
+      cases.rows[name] = {{"exact", exact}, {"precision", precision}, {"comm", comm},
+                          {"memory", memory}, {"verdict", verdict}, {"reason", reason}};
+    EXPECT_EQ(cases.rows.size(), s.cases.size());
+    std::filesystem::remove_all(dir);
+  }
+  return cases;
+}
+
+// Expected verdicts of one case: exact, precision, comm, memory, overall.
+void expect_case(const std::string& name, const std::string& exact, const std::string& precision,
+                 const std::string& comm, const std::string& memory, const std::string& verdict) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const Cases& c = run_once();
+  if (rank != 0) return;
+  auto it = c.rows.find(name);
+  ASSERT_NE(it, c.rows.end()) << "no row for case " << name;
+  const auto& r = it->second;
+  SCOPED_TRACE(name + ": " + r.at("reason"));
+  EXPECT_EQ(r.at("exact"), exact);
+  EXPECT_EQ(r.at("precision"), precision);
+  EXPECT_EQ(r.at("comm"), comm);
+  EXPECT_EQ(r.at("memory"), memory);
+  EXPECT_EQ(r.at("verdict"), verdict);
+}
+
+class DpSizes : public testing::TestWithParam<int> {
+ protected:
+  std::string n(const std::string& strategy, const std::string& dtype) const {
+    return strategy + "-dp" + std::to_string(GetParam()) + "-" + dtype;
+  }
+};
+
+TEST_P(DpSizes, DdpPassesEveryCheck) {
+  expect_case(n("ddp", "float64"), "PASS", "SKIP", "PASS", "PASS", "PASS");
+  expect_case(n("ddp", "float32"), "SKIP", "PASS", "PASS", "PASS", "PASS");
+}
+
+TEST_P(DpSizes, MissingAverageFailsEquivalence) {
+  expect_case(n("ddp-sum", "float64"), "FAIL", "SKIP", "PASS", "PASS", "FAIL");
+  expect_case(n("ddp-sum", "float32"), "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+}
+
+TEST_P(DpSizes, SkippedBucketFailsEquivalenceAndVolume) {
+  expect_case(n("ddp-skip-bucket", "float64"), "FAIL", "SKIP", "FAIL", "PASS", "FAIL");
+  expect_case(n("ddp-skip-bucket", "float32"), "SKIP", "FAIL", "FAIL", "PASS", "FAIL");
+}
+
+TEST_P(DpSizes, ExtraGradientCopyFailsMemory) {
+  expect_case(n("ddp-leak", "float64"), "PASS", "SKIP", "PASS", "FAIL", "FAIL");
+  expect_case(n("ddp-leak", "float32"), "SKIP", "PASS", "PASS", "FAIL", "FAIL");
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, DpSizes, testing::Values(2, 3, 4));
+
+TEST(Conformance, AdamwAndOverlapPass) {
+  for (const char* n : {"ddp-adamw-dp3-float64", "ddp-adamw-dp4-float64", "ddp-overlap-float64"})
+    expect_case(n, "PASS", "SKIP", "PASS", "PASS", "PASS");
+  for (const char* n : {"ddp-adamw-dp3-float32", "ddp-adamw-dp4-float32", "ddp-overlap-float32"})
+    expect_case(n, "SKIP", "PASS", "PASS", "PASS", "PASS");
+}
+
+TEST(Conformance, ThrowOnOneRankIsRecordedAndTheSuiteGoesOn) {
+  expect_case("throws", "SKIP", "SKIP", "SKIP", "SKIP", "FAIL");
+  expect_case("after-throw", "PASS", "SKIP", "PASS", "PASS", "PASS");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    EXPECT_NE(run_once().rows.at("throws").at("reason").find("rank 1 threw: planted failure"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pts
