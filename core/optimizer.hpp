@@ -26,12 +26,20 @@ class Optimizer {
   }
   // One update of p[0..n) with gradient g[0..n).
   void step(T* p, const T* g) {
-    ++t_;
+    begin_step();
+    update(p, g, 0, n_);
+  }
+  // The same in pieces, for state that is updated in several slices per step: begin_step()
+  // once, then update() for each slice [state_offset, state_offset + n) of the state.
+  void begin_step() { ++t_; }
+  void update(T* p, const T* g, int64_t state_offset, int64_t n) {
+    PTS_REQUIRE(state_offset >= 0 && state_offset + n <= n_, "optimizer slice out of range");
+    T* m = state_.data() + state_offset;
     if (cfg_.kind == "adamw") {
-      backend_.adamw(p, g, state_.data(), state_.data() + n_, n_,
+      backend_.adamw(p, g, m, state_.data() + n_ + state_offset, n,
                      {cfg_.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay}, t_);
     } else {
-      backend_.sgd_momentum(p, g, state_.data(), n_, {cfg_.lr, cfg_.momentum, cfg_.weight_decay});
+      backend_.sgd_momentum(p, g, m, n, {cfg_.lr, cfg_.momentum, cfg_.weight_decay});
     }
   }
 

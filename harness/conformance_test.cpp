@@ -47,6 +47,44 @@ dp = [2, 3, 4]
 dtype = ["float64", "float32"]
 
 [[case]]
+strategy = ["zero1", "zero2", "fsdp", "zero1-shard-shift", "zero2-shard-shift", "fsdp-double-gather"]
+dp = [2, 3, 4]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "sharded-adamw-overlap"
+strategy = ["zero1", "zero2", "fsdp"]
+optimizer = "adamw"
+overlap = true
+dp = [3, 4]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "fsdp-options"
+strategy = "fsdp"
+workload = "mlp-small"
+global_batch = 12
+steps = 2
+prefetch = [true, false]
+reshard_after_forward = [true, false]
+dp = 4
+
+[[case]]
+strategy = "fsdp-no-free"
+workload = "mlp-small"
+global_batch = 12
+steps = 2
+prefetch = [true, false]
+dp = 4
+
+[[case]]
+name = "ddp-link"
+strategy = "ddp"
+dp = 2
+overlap = [true, false]
+link = { bus_gbps = 5, latency_us = 20 }
+
+[[case]]
 name = "ddp-adamw"
 strategy = "ddp"
 optimizer = "adamw"
@@ -82,7 +120,7 @@ const Cases& run_once() {
   done = true;
   StrategyRegistry reg = builtin_strategies();
   add_broken_strategies(reg);
-  reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_ddp));
+  reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_data_parallel));
   MpiComm world(MPI_COMM_WORLD, "world", false);
   Suite suite = parse_suite(kSuite, "conformance_test.toml", reg, world.size());
   int pid = getpid();
@@ -148,7 +186,50 @@ TEST_P(DpSizes, ExtraGradientCopyFailsMemory) {
   expect_case(n("ddp-leak", "float32"), "SKIP", "PASS", "PASS", "FAIL", "FAIL");
 }
 
+TEST_P(DpSizes, ShardedStagesPassEveryCheck) {
+  for (const char* s : {"zero1", "zero2", "fsdp"}) {
+    expect_case(n(s, "float64"), "PASS", "SKIP", "PASS", "PASS", "PASS");
+    expect_case(n(s, "float32"), "SKIP", "PASS", "PASS", "PASS", "PASS");
+  }
+}
+
+TEST_P(DpSizes, ShiftedShardUpdateFailsEquivalence) {
+  for (const char* s : {"zero1-shard-shift", "zero2-shard-shift"}) {
+    expect_case(n(s, "float64"), "FAIL", "SKIP", "PASS", "PASS", "FAIL");
+    expect_case(n(s, "float32"), "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+  }
+}
+
+TEST_P(DpSizes, DoubleGatherFailsVolume) {
+  expect_case(n("fsdp-double-gather", "float64"), "PASS", "SKIP", "FAIL", "PASS", "FAIL");
+  expect_case(n("fsdp-double-gather", "float32"), "SKIP", "PASS", "FAIL", "PASS", "FAIL");
+}
+
 INSTANTIATE_TEST_SUITE_P(Conformance, DpSizes, testing::Values(2, 3, 4));
+
+TEST(Conformance, ShardedWithAdamwAndOverlapPass) {
+  for (const char* s : {"zero1", "zero2", "fsdp"})
+    for (const char* dp : {"dp3", "dp4"}) {
+      // Labels follow key order: dp, dtype, strategy.
+      std::string base = std::string("sharded-adamw-overlap-") + dp + "-";
+      expect_case(base + "float64-" + s, "PASS", "SKIP", "PASS", "PASS", "PASS");
+      expect_case(base + "float32-" + s, "SKIP", "PASS", "PASS", "PASS", "PASS");
+    }
+}
+
+TEST(Conformance, FsdpOptionsPassAndALeakedUnitFailsMemory) {
+  for (const char* n : {"fsdp-options-prefetch-reshard_after_forward", "fsdp-options-prefetch-no-reshard_after_forward",
+                        "fsdp-options-no-prefetch-reshard_after_forward",
+                        "fsdp-options-no-prefetch-no-reshard_after_forward"})
+    expect_case(n, "PASS", "SKIP", "PASS", "PASS", "PASS");
+  expect_case("fsdp-no-free-prefetch", "PASS", "SKIP", "PASS", "FAIL", "FAIL");
+  expect_case("fsdp-no-free-no-prefetch", "PASS", "SKIP", "PASS", "FAIL", "FAIL");
+}
+
+TEST(Conformance, LinkModelChangesNoResult) {
+  expect_case("ddp-link-overlap", "PASS", "SKIP", "PASS", "PASS", "PASS");
+  expect_case("ddp-link-no-overlap", "PASS", "SKIP", "PASS", "PASS", "PASS");
+}
 
 TEST(Conformance, AdamwAndOverlapPass) {
   for (const char* n : {"ddp-adamw-dp3-float64", "ddp-adamw-dp4-float64", "ddp-overlap-float64"})

@@ -52,7 +52,10 @@ void write_file_atomic(const std::string& path, const std::string& text) {
 void CsvTable::write_atomic(const std::string& dir) const {
   std::string text;
   auto line = [&](const std::vector<std::string>& cells) {
-    for (size_t i = 0; i < cells.size(); ++i) text += (i ? "," : "") + csv_escape(cells[i]);
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i) text += ',';
+      text += csv_escape(cells[i]);
+    }
     text += "\n";
   };
   line(schema_.names());

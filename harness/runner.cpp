@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "core/comm/counting_comm.hpp"
+#include "core/comm/link_comm.hpp"
 #include "harness/checks.hpp"
 #include "harness/progress.hpp"
 #include "strategies/single.hpp"
@@ -114,7 +115,8 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
   json ops = json::array();
   for (const auto& [key, cnt] : stats.counts())
     ops.push_back({{"axis", key.first}, {"op", to_string(key.second)}, {"calls", cnt.calls},
-                   {"payload_bytes", cnt.payload_bytes}, {"bus_bytes", cnt.bus_bytes}, {"wait_s", cnt.wait_s}});
+                   {"payload_bytes", cnt.payload_bytes}, {"bus_bytes", cnt.bus_bytes}, {"wait_s", cnt.wait_s},
+                   {"model_s", cnt.model_s}});
   report["comm"] = ops;
   report["counted_bus"] = stats.total_bus_bytes();
   if (strategy && !out.failed) {
@@ -191,14 +193,19 @@ struct RunTables {
 };
 
 // Rank 0: combines the per-rank reports and the references into the case's rows.
-Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const TrainResult& r, const std::vector<json>& ranks,
-                ReferenceCache& refs, RunTables& t) {
+Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,
+                const std::vector<json>& ranks, ReferenceCache& refs, RunTables& t) {
   Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype},
-          {"optimizer", c.optimizer.kind}, {"ranks", num(int64_t(c.layout.num_ranks()))},
+          {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))}, {"ranks", num(int64_t(c.layout.num_ranks()))},
           {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
           {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
           {"global_batch", num(c.global_batch)}, {"bucket_bytes", num(c.bucket_bytes)},
-          {"overlap", c.overlap ? "1" : "0"}};
+          {"overlap", c.overlap ? "1" : "0"}, {"prefetch", c.prefetch ? "1" : "0"},
+          {"reshard_after_forward", c.reshard_after_forward ? "1" : "0"}};
+  if (c.link.enabled()) {
+    row["link_bus_gbps"] = num(c.link.bus_gbps);
+    row["link_latency_us"] = num(c.link.latency_us);
+  }
   std::vector<std::string> reasons;
   bool failed = r.failed;
   for (const auto& rep : ranks)
@@ -216,7 +223,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const TrainResult& r
   // Per-rank figures: max over ranks.
   int64_t peak = 0, rss = 0;
   double bus = 0, expected_bus = 0, wait = 0;
-  std::map<std::pair<std::string, std::string>, std::array<double, 4>> ops;
+  std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
   for (const auto& rep : ranks) {
     peak = std::max(peak, rep["peak_total"].get<int64_t>());
     rss = std::max(rss, rep["rss"].get<int64_t>());
@@ -225,9 +232,9 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const TrainResult& r
     if (rep.contains("wait_median")) wait = std::max(wait, rep["wait_median"].get<double>());
     for (const auto& o : rep["comm"]) {
       auto& a = ops[{o["axis"], o["op"]}];
-      double v[4] = {o["calls"].get<double>(), o["payload_bytes"].get<double>(), o["bus_bytes"].get<double>(),
-                     o["wait_s"].get<double>()};
-      for (int i = 0; i < 4; ++i) a[i] = std::max(a[i], v[i] / c.steps);
+      double v[5] = {o["calls"].get<double>(), o["payload_bytes"].get<double>(), o["bus_bytes"].get<double>(),
+                     o["wait_s"].get<double>(), o["model_s"].get<double>()};
+      for (int i = 0; i < 5; ++i) a[i] = std::max(a[i], v[i] / c.steps);
     }
     int rank = rep["rank"].get<int>();
     for (int i = 0; i < kNumMemCategories; ++i) {
@@ -241,12 +248,13 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const TrainResult& r
   }
   for (const auto& [k, a] : ops)
     t.comm.add({{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
-                {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}});
+                {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}, {"model_s", num(a[4])}});
   row["peak_mem_bytes"] = num(peak);
   row["peak_rss_bytes"] = num(rss);
   row["comm_bytes_per_step"] = num(bus);
   row["comm_bytes_expected"] = num(expected_bus);
   row["comm_wait_s"] = num(wait);
+  row["comm_exposed_frac"] = num(wait / med);
 
   // Per-rank checks: any rank failing fails the check.
   auto combine = [&](const char* name) {
@@ -351,7 +359,10 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
     int verdict_fail = 0;
     if (active) {
       auto stats = std::make_shared<CommStats>();
-      CountingComm counted(MpiComm::duplicate(side.native(), "world"), stats);
+      // Counting on top of the (optional) emulated link, over a private duplicate.
+      std::unique_ptr<Comm> base = MpiComm::duplicate(side.native(), "world");
+      if (c.link.enabled()) base = std::make_unique<LinkComm>(std::move(base), c.link, stats);
+      CountingComm counted(std::move(base), stats);
       json report;
       auto on_step = [&](int s) { progress.step(s); };
       TrainResult r = c.dtype == "float32" ? train<float>(c, w, info, counted, side, *stats, report, on_step)
@@ -363,7 +374,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       if (root) {
         std::vector<json> parsed;
         for (const auto& s : reports) parsed.push_back(json::parse(s));
-        Row row = finish_case(c, w, r, parsed, refs, tables);
+        Row row = finish_case(c, w, info, r, parsed, refs, tables);
         tables.cases.add(row);
         tables.write(opts.out_dir);
         summary.cases.push_back(row);

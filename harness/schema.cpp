@@ -28,7 +28,12 @@ const CsvSchema& cases_schema() {
           {"warmup_steps", "count", "first steps left out of the timing statistics"},
           {"global_batch", "samples", "samples per optimizer step over all ranks"},
           {"bucket_bytes", "bytes", "gradient bucket size of data-parallel sync"},
-          {"overlap", "bool", "1 when gradient all-reduce overlaps backward"},
+          {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)"},
+          {"overlap", "bool", "1 when gradient communication overlaps backward"},
+          {"prefetch", "bool", "1 when fsdp prefetches the next unit's all-gather"},
+          {"reshard_after_forward", "bool", "1 when fsdp frees gathered parameters after forward"},
+          {"link_bus_gbps", "GB/s", "emulated link bus bandwidth (empty: no link model)"},
+          {"link_latency_us", "us", "emulated link latency per operation"},
           {"step_time_s", "s", "median over timed steps of the slowest rank's step time"},
           {"step_time_p90_s", "s", "90th percentile of the same"},
           {"samples_per_s", "samples/s", "global_batch / step_time_s"},
@@ -38,6 +43,7 @@ const CsvSchema& cases_schema() {
           {"comm_bytes_per_step", "bytes", "max over ranks of counted bus bytes per step (nccl-tests factors)"},
           {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes per step"},
           {"comm_wait_s", "s", "max over ranks of seconds blocked in communication per timed step (median)"},
+          {"comm_exposed_frac", "-", "comm_wait_s / step_time_s: the share of the step spent blocked in communication"},
           {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 oracle"},
           {"err_ratio", "-", "precision check: ||p - p_oracle64|| / max(||p_single32 - p_oracle64||, floor)"},
           {"check_exact", "-", "PASS, FAIL or SKIP"},
@@ -74,6 +80,7 @@ const CsvSchema& comm_schema() {
                                {"payload_bytes", "bytes", "nccl-tests size per step: whole buffer (all_reduce, broadcast, p2p), whole input (reduce_scatter), whole output (all_gather, all_to_all)"},
                                {"bus_bytes", "bytes", "payload_bytes times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; else 1)"},
                                {"wait_s", "s", "seconds blocked waiting for the op per step (all steps)"},
+                               {"model_s", "s", "modeled link seconds of the op per step (0 without a link model)"},
                            }};
   return s;
 }

@@ -25,13 +25,14 @@ struct Source {
   throw ConfigError(path + ":" + std::to_string(line) + ": key '" + key + "': " + msg);
 }
 
-enum class Kind { integer, number, string, boolean };
+enum class Kind { integer, number, string, boolean, link };
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::integer: return "an integer";
     case Kind::number: return "a number";
     case Kind::string: return "a string";
     case Kind::boolean: return "true or false";
+    case Kind::link: return "a table { bus_gbps = GB/s, latency_us = us }";
   }
   return "?";
 }
@@ -68,6 +69,14 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
       {"bucket_bytes", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.bucket_bytes = as_int(n); }}},
       {"overlap", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.overlap = n.as_boolean()->get(); }}},
+      {"prefetch", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.prefetch = n.as_boolean()->get(); }}},
+      {"link", {Kind::link, [](CaseConfig& c, const toml::node& n) {
+                 const toml::table& t = *n.as_table();
+                 c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
+                 c.link.latency_us = t["latency_us"] ? as_num(*t.get("latency_us")) : 0.0;
+               }}},
+      {"reshard_after_forward",
+       {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.reshard_after_forward = n.as_boolean()->get(); }}},
   };
   return specs;
 }
@@ -78,6 +87,7 @@ bool has_kind(const toml::node& n, Kind k) {
     case Kind::number: return n.is_integer() || n.is_floating_point();
     case Kind::string: return n.is_string();
     case Kind::boolean: return n.is_boolean();
+    case Kind::link: return n.is_table();
   }
   return false;
 }
@@ -88,6 +98,11 @@ int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line
 std::string label(const std::string& key, const toml::node& v) {
   if (v.is_string()) return as_str(v);
   if (v.is_boolean()) return v.as_boolean()->get() ? key : "no-" + key;
+  if (const toml::table* t = v.as_table()) {  // a link: "link10" (GB/s)
+    std::ostringstream o;
+    o << key << as_num(*t->get("bus_gbps"));
+    return o.str();
+  }
   if (v.is_integer()) return key + std::to_string(as_int(v));
   std::ostringstream o;
   o << key << as_num(v);
@@ -113,6 +128,17 @@ void collect(const toml::table& table, const std::string& path, std::vector<Sett
     }
     auto check_kind = [&](const toml::node& n) {
       if (!has_kind(n, spec->second.kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(spec->second.kind));
+      if (const toml::table* t = n.as_table()) {
+        for (auto&& [lk, lv] : *t) {
+          std::string sub(lk.str());
+          if (sub != "bus_gbps" && sub != "latency_us")
+            fail(path, line_of(lv), key + "." + sub, "unknown link setting; a link has bus_gbps and latency_us");
+          if (!has_kind(lv, Kind::number) || as_num(lv) < 0)
+            fail(path, line_of(lv), key + "." + sub, "must be a non-negative number");
+        }
+        if (!t->contains("bus_gbps") || as_num(*t->get("bus_gbps")) <= 0)
+          fail(path, line_of(n), key, "needs bus_gbps > 0 (GB/s); leave link out for no link model");
+      }
       if (n.is_integer()) {
         int64_t v = as_int(n);
         // Counts and sizes are never negative; the layout and step counts are stored as int.

@@ -217,6 +217,9 @@ seed = 99
 check = "exact"
 bucket_bytes = 1024
 overlap = true
+prefetch = false
+reshard_after_forward = false
+link = { bus_gbps = 2.5, latency_us = 7 }
 )");
   ASSERT_EQ(s.cases.size(), 1u);
   const CaseConfig& c = s.cases[0];
@@ -241,7 +244,11 @@ overlap = true
   EXPECT_EQ(c.check, "exact");
   EXPECT_EQ(c.bucket_bytes, 1024);
   EXPECT_TRUE(c.overlap);
-  EXPECT_EQ(suite_keys().size(), 21u);  // one per key above: a new key needs a line here
+  EXPECT_FALSE(c.prefetch);
+  EXPECT_FALSE(c.reshard_after_forward);
+  EXPECT_EQ(c.link.bus_gbps, 2.5);
+  EXPECT_EQ(c.link.latency_us, 7.0);
+  EXPECT_EQ(suite_keys().size(), 24u);  // one per key above: a new key needs a line here
 }
 
 // --- errors: each names the file, the line and the key ---------------------------------

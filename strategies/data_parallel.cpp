@@ -1,6 +1,7 @@
 #include "strategies/data_parallel.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "strategies/registry.hpp"
 
@@ -13,24 +14,54 @@ std::vector<Bucket> make_buckets(int64_t n, int64_t bucket_elems) {
   return out;
 }
 
-void validate_ddp(const CaseConfig& c) {
-  require_layout(c, c.layout.dp, 1, 1, "ddp");
+void validate_data_parallel(const CaseConfig& c) {
+  require_layout(c, c.layout.dp, 1, 1, c.strategy);
   require_batch_divisible(c, c.layout.dp, "dp");
   if (c.bucket_bytes < 1) throw CaseError("bucket_bytes", "bucket_bytes must be at least 1");
 }
 
+namespace {
+ModelStorage storage_for(int stage, int dp) {
+  if (stage == 0) return {1, true, true};
+  return {dp, stage < 3, stage < 2};
+}
+}  // namespace
+
 template <class T>
-DataParallel<T>::DataParallel(const StrategyContext<T>& ctx)
-    : ctx_(ctx), dp_(ctx.mesh.dp()),
+DataParallel<T>::DataParallel(const StrategyContext<T>& ctx, int zero_stage)
+    : ctx_(ctx), dp_(ctx.mesh.dp()), stage_(zero_stage),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
-               ctx.config.global_batch / ctx.mesh.layout().dp),
-      opt_(ctx.config.optimizer, ctx.backend, ctx.memory, replica_.model().num_params()),
-      buckets_(make_buckets(replica_.model().num_params(),
-                            ctx.config.bucket_bytes / static_cast<int64_t>(sizeof(T)))) {}
+               ctx.config.global_batch / ctx.mesh.layout().dp, storage_for(zero_stage, ctx.mesh.layout().dp)),
+      layout_(replica_.model().layout()),
+      opt_(ctx.config.optimizer, ctx.backend, ctx.memory, stage_ == 0 ? layout_.padded_total() : layout_.shard_total()) {
+  const size_t units = layout_.units.size();
+  if (stage_ == 0) {
+    buckets_ = make_buckets(layout_.padded_total(), ctx.config.bucket_bytes / static_cast<int64_t>(sizeof(T)));
+    return;
+  }
+  const int64_t S = layout_.shard_total();
+  // zero1 receives the reduced shard in a workspace buffer; zero2 and fsdp keep it as the
+  // rank's only gradient storage.
+  grad_shard_ = Tensor<T>(ctx.memory, stage_ == 1 ? MemCategory::workspace : MemCategory::grad, {S});
+  staging_.resize(units);
+  gathered_.resize(units);
+  gather_req_.resize(units);
+  if (stage_ == 3) {
+    param_shard_ = Tensor<T>(ctx.memory, MemCategory::param, {S});
+    const int64_t r = dp_.rank();
+    for (size_t u = 0; u < units; ++u) {
+      // This rank's slice of unit u, in canonical indices; past the unit's end is padding.
+      const ParamUnit& pu = layout_.units[u];
+      const int64_t s = layout_.shard_numel(u), lo = pu.offset + r * s;
+      const int64_t hi = std::min(lo + s, pu.offset + pu.numel);
+      if (hi > lo) model().init_params(lo, hi, param_shard_.data() + layout_.shard_offset(u));
+    }
+  }
+}
 
 template <class T>
 void DataParallel<T>::launch_ready(int64_t finished_from) {
-  T* g = replica_.model().grads().data();
+  T* g = model().grads().data();
   for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].begin >= finished_from; ++next_bucket_) {
     const Bucket& b = buckets_[next_bucket_];
     if (!bucket_enabled(next_bucket_)) continue;
@@ -40,39 +71,160 @@ void DataParallel<T>::launch_ready(int64_t finished_from) {
 }
 
 template <class T>
-double DataParallel<T>::train_step(int) {
-  Model<T>& m = replica_.model();
-  const bool sync = dp_.size() > 1;
-  next_bucket_ = 0;
-  GradReadyFn on_ready;
-  if (sync && ctx_.config.overlap) on_ready = [this](int64_t from) { launch_ready(from); };
-  double loss = replica_.forward_backward(on_ready);
-  if (sync) {
-    launch_ready(0);  // whatever backward has not launched yet (all of it without overlap)
-    for (auto& r : pending_) r->wait();
-    pending_.clear();
-    ctx_.backend.scale(m.grads().data(), gradient_scale(), m.num_params());
+void DataParallel<T>::reduce_scatter_unit(size_t u, const T* full_grad) {
+  RequestPtr r = dp_.ireduce_scatter(full_grad, grad_shard_.data() + layout_.shard_offset(u), layout_.shard_numel(u),
+                                     dtype_of<T>());
+  if (ctx_.config.overlap) pending_.push_back(std::move(r));
+  else r->wait();
+}
+
+template <class T>
+void DataParallel<T>::start_gather(size_t u) {
+  if (!gathered_[u].empty() || gather_req_[u]) return;
+  gathered_[u] = Tensor<T>(ctx_.memory, MemCategory::comm, {layout_.padded_numel(u)});
+  gather_req_[u] = dp_.iall_gather(param_shard_.data() + layout_.shard_offset(u), gathered_[u].data(),
+                                   layout_.shard_numel(u), dtype_of<T>());
+}
+
+template <class T>
+void DataParallel<T>::ensure_gathered(size_t u) {
+  start_gather(u);
+  if (gather_req_[u]) {
+    gather_req_[u]->wait();
+    gather_req_[u].reset();
   }
-  opt_.step(m.params().data(), m.grads().data());
+  model().bind_unit(u, gathered_[u].data(), nullptr);
+}
+
+
+// Stages 1-3 after backward: average the reduced shard, update it, and (stages 1-2) put the
+// updated shards back together into every rank's full parameters.
+template <class T>
+void DataParallel<T>::update_shards_and_gather() {
+  for (auto& r : pending_) r->wait();
+  pending_.clear();
+  for (auto& s : staging_) s = Tensor<T>();
+  ctx_.backend.scale(grad_shard_.data(), gradient_scale(), grad_shard_.numel());
+  opt_.begin_step();
+  if (stage_ == 3) {
+    opt_.update(param_shard_.data(), grad_shard_.data(), 0, grad_shard_.numel());
+    return;
+  }
+  T* p = model().params().data();
+  const int64_t r = dp_.rank(), shift = shard_update_shift();
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    const int64_t s = layout_.shard_numel(u), own = layout_.padded_offset(u) + r * s;
+    opt_.update(p + own + shift, grad_shard_.data() + layout_.shard_offset(u), layout_.shard_offset(u), s - shift);
+  }
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    const int64_t s = layout_.shard_numel(u), off = layout_.padded_offset(u);
+    dp_.all_gather(p + off + r * s, p + off, s, dtype_of<T>());  // in place
+  }
+}
+
+template <class T>
+double DataParallel<T>::train_step(int) {
+  Model<T>& m = model();
+  const bool overlap = ctx_.config.overlap;
+  UnitHooks hooks;
+  double loss = 0;
+  if (stage_ == 0) {
+    const bool sync = dp_.size() > 1;
+    next_bucket_ = 0;
+    if (sync && overlap) hooks.after_backward = [&](size_t u) { launch_ready(layout_.units[u].offset); };
+    loss = replica_.forward_backward(hooks);
+    if (sync) {
+      launch_ready(0);  // whatever backward has not launched yet (all of it without overlap)
+      for (auto& r : pending_) r->wait();
+      pending_.clear();
+      ctx_.backend.scale(m.grads().data(), gradient_scale(), m.grads().numel());
+    }
+    opt_.step(m.params().data(), m.grads().data());
+    return loss / dp_.size();
+  }
+  if (stage_ >= 2) {
+    // Each unit's full gradient exists only in a staging buffer between its backward and
+    // its reduce-scatter.
+    hooks.before_backward = [&](size_t u) {
+      if (stage_ == 3) {
+        for (int g = 0; g < gathers_before_backward(); ++g) {
+          if (g > 0) free_unit(gathered_[u]);
+          ensure_gathered(u);
+        }
+        if (ctx_.config.prefetch && u > 0) start_gather(u - 1);
+      }
+      staging_[u] = Tensor<T>(ctx_.memory, MemCategory::workspace, {layout_.padded_numel(u)});
+      m.bind_unit(u, nullptr, staging_[u].data());
+    };
+    hooks.after_backward = [&](size_t u) {
+      reduce_scatter_unit(u, staging_[u].data());
+      if (!overlap) staging_[u] = Tensor<T>();
+      if (stage_ == 3) free_unit(gathered_[u]);
+    };
+  }
+  if (stage_ == 3) {
+    hooks.before_forward = [&](size_t u) {
+      ensure_gathered(u);
+      if (ctx_.config.prefetch && u + 1 < layout_.units.size()) start_gather(u + 1);
+    };
+    if (ctx_.config.reshard_after_forward) hooks.after_forward = [&](size_t u) { free_unit(gathered_[u]); };
+  }
+  loss = replica_.forward_backward(hooks);
+  if (stage_ == 1)
+    for (size_t u = 0; u < layout_.units.size(); ++u) reduce_scatter_unit(u, m.grads().data() + layout_.padded_offset(u));
+  update_shards_and_gather();
   return loss / dp_.size();
 }
 
 template <class T>
-std::vector<double> DataParallel<T>::full_params(Comm&) {
-  // Every replica holds the full model; mesh rank 0's is the answer.
-  return ctx_.mesh.world().rank() == 0 ? replica_.params_as_double() : std::vector<double>{};
+std::vector<double> DataParallel<T>::full_params(Comm& side) {
+  if (stage_ < 3) return ctx_.mesh.world().rank() == 0 ? replica_.params_as_double() : std::vector<double>{};
+  // Sharded parameters: gather every rank's shard, then undo the per-unit interleaving.
+  const int64_t S = layout_.shard_total(), n = dp_.size();
+  std::vector<T> all(S * n);
+  side.all_gather(param_shard_.data(), all.data(), S, dtype_of<T>());
+  std::vector<double> out(model().num_params());
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    const ParamUnit& pu = layout_.units[u];
+    const int64_t s = layout_.shard_numel(u);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t i = 0; i < s && r * s + i < pu.numel; ++i)
+        out[pu.offset + r * s + i] = all[r * S + layout_.shard_offset(u) + i];
+  }
+  return side.rank() == 0 ? out : std::vector<double>{};
 }
 
 template <class T>
 std::vector<ExpectedOp> DataParallel<T>::expected_comm() const {
-  if (dp_.size() == 1) return {};
-  const uint64_t bytes = static_cast<uint64_t>(ctx_.workload.num_params()) * sizeof(T);
-  return {{"dp", CommOp::all_reduce, dp_.size(), buckets_.size(), bytes}};
+  const int n = dp_.size();
+  const uint64_t s = sizeof(T), units = layout_.units.size();
+  if (stage_ == 0) {
+    if (n == 1) return {};
+    return {{"dp", CommOp::all_reduce, n, buckets_.size(), static_cast<uint64_t>(layout_.padded_total()) * s}};
+  }
+  const uint64_t bytes = static_cast<uint64_t>(layout_.padded_total()) * s;
+  const uint64_t gathers = stage_ == 3 && ctx_.config.reshard_after_forward ? 2 : 1;
+  return {{"dp", CommOp::reduce_scatter, n, units, bytes}, {"dp", CommOp::all_gather, n, gathers * units, gathers * bytes}};
 }
 
 template <class T>
 MemoryExpectation DataParallel<T>::expected_memory() const {
-  return full_replica_memory<T>(ctx_.config, ctx_.workload.num_params());
+  const int64_t s = sizeof(T), k = ctx_.config.optimizer.state_per_param();
+  const int64_t full = layout_.padded_total() * s, shard = layout_.shard_total() * s;
+  switch (stage_) {
+    case 0: return {full, full, k * full};
+    case 1: return {full, full, k * shard};
+    case 2: return {full, shard, k * shard};
+    default: {
+      MemoryExpectation e{shard, shard, k * shard};
+      // Gathered units alive at once: one, or two with prefetch; every unit when forward
+      // keeps them for backward.
+      e.comm_max = ctx_.config.reshard_after_forward
+                       ? layout_.largest_padded_unit() * s * (ctx_.config.prefetch ? 2 : 1)
+                       : full;
+      return e;
+    }
+  }
 }
 
 template class DataParallel<float>;

@@ -1,19 +1,37 @@
-// The data-parallel axis. `ddp`: each of the dp ranks trains a full replica on
-// global_batch/dp samples; gradients are averaged over the dp group with bucketed
-// all-reduce on the flat gradient buffer, then every rank takes the same optimizer step.
+// The data-parallel axis: dp ranks each train on global_batch/dp samples and keep the
+// replicas identical. One class, four presets by ZeRO stage (Rajbhandari et al., SC'20):
 //
-// Buckets are fixed slices of the flat buffer cut from its end, bucket_bytes each (the
-// last one shorter), because backward finishes the parameters in reverse canonical
-// order. With overlap, a bucket's non-blocking all-reduce starts as soon as backward has
-// finished every gradient in it; the step waits only before the optimizer.
+//   ddp   (stage 0) every rank holds params, grads, optimizer state in full; gradients are
+//         averaged by bucketed all-reduce (buckets cut from the end of the flat buffer, as
+//         backward finishes it; with overlap each bucket launches as soon as it is final).
+//   zero1 (stage 1) optimizer state sharded: per unit, reduce-scatter the gradients, update
+//         this rank's shard, all-gather the parameters.
+//   zero2 (stage 2) also gradients sharded: each unit's gradient lives in a staging buffer
+//         only until its reduce-scatter (during backward); the full gradient is never held.
+//   fsdp  (stage 3) also parameters sharded: per unit, all-gather before forward, free after
+//         (reshard_after_forward), all-gather again before backward, reduce-scatter its
+//         gradients after, free; prefetch issues the next unit's all-gather early.
 //
-// Bytes per step per rank: one all-reduce of all N gradients, in ceil(N*s / bucket_bytes)
-// calls (s = sizeof(T)): payload N*s, bus bytes 2(dp-1)/dp * N*s. Memory: params, grads
-// and optimizer state all full size (N*s each; AdamW's state 2*N*s).
+// Sharding is per unit (layer): unit u of n_u elements is padded to n_u' = ceil(n_u/dp)*dp
+// and rank r owns elements [r n_u'/dp, (r+1) n_u'/dp). N = sum n_u, N' = sum n_u', S = N'/dp,
+// s = sizeof(T), k = optimizer state per element (SGD 1, AdamW 2).
+//
+// Bytes per step per rank (payload, nccl-tests convention; bus = payload x factor):
+//   ddp   all_reduce N s, in ceil(N s / bucket_bytes) calls  bus 2(dp-1)/dp N s
+//   zero1 reduce_scatter N' s + all_gather N' s, U calls each  bus 2(dp-1)/dp N' s
+//   zero2 the same as zero1
+//   fsdp  all_gather 2 N' s (N' s without resharding) + reduce_scatter N' s   bus 1.5x ddp
+// Memory per rank (bytes):
+//   ddp   params N s, grads N s, optimizer k N s
+//   zero1 params N' s, grads N' s, optimizer k S s   (+ reduced shard S s as workspace)
+//   zero2 params N' s, grads S s, optimizer k S s   (+ one unit's staging gradient as workspace)
+//   fsdp  params S s, grads S s, optimizer k S s;   gathered units (comm) at most the largest
+//         n_u' s, twice that with prefetch
 #pragma once
 #include <vector>
 
 #include "core/optimizer.hpp"
+#include "strategies/registry.hpp"
 #include "strategies/replica.hpp"
 
 namespace pts {
@@ -28,7 +46,7 @@ std::vector<Bucket> make_buckets(int64_t n, int64_t bucket_elems);
 template <class T>
 class DataParallel : public Strategy<T> {
  public:
-  explicit DataParallel(const StrategyContext<T>& ctx);
+  DataParallel(const StrategyContext<T>& ctx, int zero_stage = 0);
   void load_batch(int step) override { replica_.load(step); }
   double train_step(int step) override;
   std::vector<double> full_params(Comm& side) override;
@@ -39,19 +57,43 @@ class DataParallel : public Strategy<T> {
   // Hooks a test-only broken strategy overrides to plant a bug.
   virtual T gradient_scale() const { return T(1) / static_cast<T>(dp_.size()); }
   virtual bool bucket_enabled(size_t /*index*/) const { return true; }
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  virtual int64_t shard_update_shift() const { return 0; }  // elements the shard update is off by
+  virtual void free_unit(Tensor<T>& gathered) { gathered = Tensor<T>(); }
+  virtual int gathers_before_backward() const { return 1; }
 
  private:
+  void sync_all_reduce(const UnitHooks& hooks_in);
   void launch_ready(int64_t finished_from);
+  void reduce_scatter_unit(size_t u, const T* full_grad);
+  void update_shards_and_gather();
+  void start_gather(size_t u);
+  void ensure_gathered(size_t u);
+  Model<T>& model() { return replica_.model(); }
+
   StrategyContext<T> ctx_;
   Comm& dp_;
+  const int stage_;
   Replica<T> replica_;
+  const FlatLayout layout_;
   Optimizer<T> opt_;
+  // stage 0
   std::vector<Bucket> buckets_;
-  std::vector<RequestPtr> pending_;
   size_t next_bucket_ = 0;
+  std::vector<RequestPtr> pending_;
+  // stages 1-3
+  Tensor<T> param_shard_, grad_shard_;
+  std::vector<Tensor<T>> staging_, gathered_;
+  std::vector<RequestPtr> gather_req_;
 };
 
-void validate_ddp(const CaseConfig& c);
+void validate_data_parallel(const CaseConfig& c);
+
+// Registry entry for a data-parallel class S at a ZeRO stage.
+template <template <class> class S>
+StrategyInfo data_parallel_entry(std::string name, std::string description, int zero_stage) {
+  StrategyInfo info = strategy_entry<S>(std::move(name), std::move(description), validate_data_parallel, zero_stage);
+  info.zero_stage = zero_stage;
+  return info;
+}
 
 }  // namespace pts

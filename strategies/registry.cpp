@@ -43,7 +43,10 @@ void validate_single(const CaseConfig& c) { require_layout(c, 1, 1, 1, "single")
 StrategyRegistry builtin_strategies() {
   StrategyRegistry r;
   r.add(strategy_entry<Single>("single", "the oracle: one rank, the whole global batch", validate_single));
-  r.add(strategy_entry<DataParallel>("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", validate_ddp));
+  r.add(data_parallel_entry<DataParallel>("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", 0));
+  r.add(data_parallel_entry<DataParallel>("zero1", "ZeRO-1: optimizer state sharded over dp", 1));
+  r.add(data_parallel_entry<DataParallel>("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", 2));
+  r.add(data_parallel_entry<DataParallel>("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)", 3));
   return r;
 }
 

@@ -27,15 +27,17 @@ struct StrategyInfo {
   std::function<void(const CaseConfig&)> validate;  // throws CaseError
   StrategyFactory<float> make_f32;
   StrategyFactory<double> make_f64;
+  int zero_stage = 0;  // reported in cases.csv
 };
 
-// Registry entry for a strategy class template S<T> constructed from a StrategyContext<T>.
-template <template <class> class S>
+// Registry entry for a strategy class template S<T> constructed from a StrategyContext<T>
+// and `args` (a preset's fixed settings, e.g. the ZeRO stage).
+template <template <class> class S, class... Args>
 StrategyInfo strategy_entry(std::string name, std::string description,
-                            std::function<void(const CaseConfig&)> validate) {
+                            std::function<void(const CaseConfig&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
-          [](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c); },
-          [](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c); }};
+          [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }};
 }
 
 class StrategyRegistry {

@@ -12,9 +12,9 @@ template <class T>
 class Replica {
  public:
   // Trains on samples [first_sample, first_sample + rows) of every global batch.
-  Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows)
+  Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows, const ModelStorage& storage = {})
       : cfg_(ctx.config),
-        model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, rows)),
+        model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, rows, storage)),
         data_(ctx.workload, ctx.config.seed),
         batch_(make_batch<T>(ctx.workload, ctx.memory, rows)),
         first_(first_sample) {}
@@ -22,13 +22,19 @@ class Replica {
   Model<T>& model() { return *model_; }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
   // Forward + backward, overwriting the gradients; the loss is the mean over this slice.
-  double forward_backward(const GradReadyFn& on_ready = {}) {
-    return model_->forward_backward(batch_, static_cast<double>(batch_.rows), on_ready);
+  double forward_backward(const UnitHooks& hooks = {}) {
+    return model_->forward_backward(batch_, static_cast<double>(batch_.rows), hooks);
   }
-  // Copies the parameters out as doubles (exact for float and double).
+  // The owned parameters in canonical order, padding dropped, as doubles (exact for
+  // float and double).
   std::vector<double> params_as_double() {
-    const Tensor<T>& p = model_->params();
-    return std::vector<double>(p.data(), p.data() + p.numel());
+    const FlatLayout& l = model_->layout();
+    std::vector<double> out;
+    for (size_t u = 0; u < l.units.size(); ++u) {
+      const T* p = model_->params().data() + l.padded_offset(u);
+      out.insert(out.end(), p, p + l.units[u].numel);
+    }
+    return out;
   }
 
  private:

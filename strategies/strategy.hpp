@@ -8,6 +8,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/comm/comm.hpp"
+#include "core/comm/link_comm.hpp"
 #include "core/memory.hpp"
 #include "core/mesh.hpp"
 #include "core/optimizer.hpp"
@@ -30,6 +31,9 @@ struct CaseConfig {
   std::string check = "auto";  // auto | exact | precision | none
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
+  bool prefetch = true;               // fsdp: issue the next unit's all-gather early
+  bool reshard_after_forward = true;  // fsdp: free a unit's gathered params after forward
+  LinkModel link;                     // emulated interconnect under every collective (off: bus_gbps 0)
 };
 
 // One kind of call a rank makes per training step, with how often and how many bytes
@@ -46,6 +50,7 @@ struct ExpectedOp {
 // Bytes this rank holds by category, from the strategy's formula.
 struct MemoryExpectation {
   int64_t param = 0, grad = 0, optimizer = 0;
+  int64_t comm_max = -1;  // upper bound on the peak of comm buffers (gathered params); -1: none
 };
 
 // What a strategy is built from. Everything is passed in; nothing is global.

@@ -62,17 +62,21 @@ TEST(Mlp, GradientsMatchFiniteDifferences) {
   EXPECT_EQ(checked, w.num_params());
 }
 
-TEST(Mlp, GradReadyReportsSuffixesInReverseOrder) {
+TEST(Mlp, HooksRunAroundEveryUnitInOrder) {
   const WorkloadSpec& w = tiny();
   MemoryTracker mem;
   auto be = make_cpu_backend<double>();
   Mlp<double> m(w, *be, mem, 1, 4);
   Batch<double> b = make_batch<double>(w, mem, 4);
   TeacherData(w, 1).fill(0, 4, 0, 4, b);
-  std::vector<int64_t> seen;
-  m.forward_backward(b, 4, [&](int64_t from) { seen.push_back(from); });
+  std::vector<std::string> seen;
+  auto log = [&](const char* what) { return [&seen, what](size_t u) { seen.push_back(what + std::to_string(u)); }; };
+  m.forward_backward(b, 4, {log("f"), log("F"), log("b"), log("B")});
+  EXPECT_EQ(seen, (std::vector<std::string>{"f0", "F0", "f1", "F1", "f2", "F2", "b2", "B2", "b1", "B1", "b0", "B0"}));
   const int64_t l0 = 32 * 64 + 64, l1 = 64 * 64 + 64;
-  EXPECT_EQ(seen, (std::vector<int64_t>{l0 + l1, l0, 0}));
+  ASSERT_EQ(m.layout().units.size(), 3u);
+  EXPECT_EQ(m.layout().units[1].offset, l0);
+  EXPECT_EQ(m.layout().units[2].offset, l0 + l1);
 }
 
 TEST(TeacherData, AnySliceEqualsTheWholeBatch) {

@@ -1,5 +1,7 @@
 #include "workloads/workload.hpp"
 
+#include <algorithm>
+
 #include "workloads/mlp.hpp"
 
 namespace pts {
@@ -34,14 +36,26 @@ const WorkloadSpec* find_workload(const std::string& name) {
   return nullptr;
 }
 
-template <class T>
-std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend,
-                                     MemoryTracker& mem, uint64_t seed, int64_t max_rows) {
-  return std::make_unique<Mlp<T>>(spec, backend, mem, seed, max_rows);
+int64_t FlatLayout::padded_offset(size_t u) const {
+  int64_t off = 0;
+  for (size_t v = 0; v < u; ++v) off += padded_numel(v);
+  return off;
 }
-template std::unique_ptr<Model<float>> make_model(const WorkloadSpec&, Backend<float>&, MemoryTracker&,
-                                                  uint64_t, int64_t);
-template std::unique_ptr<Model<double>> make_model(const WorkloadSpec&, Backend<double>&,
-                                                   MemoryTracker&, uint64_t, int64_t);
+int64_t FlatLayout::padded_total() const { return padded_offset(units.size()); }
+int64_t FlatLayout::largest_padded_unit() const {
+  int64_t m = 0;
+  for (size_t u = 0; u < units.size(); ++u) m = std::max(m, padded_numel(u));
+  return m;
+}
+
+template <class T>
+std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
+                                     uint64_t seed, int64_t max_rows, const ModelStorage& storage) {
+  return std::make_unique<Mlp<T>>(spec, backend, mem, seed, max_rows, storage);
+}
+template std::unique_ptr<Model<float>> make_model(const WorkloadSpec&, Backend<float>&, MemoryTracker&, uint64_t,
+                                                  int64_t, const ModelStorage&);
+template std::unique_ptr<Model<double>> make_model(const WorkloadSpec&, Backend<double>&, MemoryTracker&, uint64_t,
+                                                   int64_t, const ModelStorage&);
 
 }  // namespace pts

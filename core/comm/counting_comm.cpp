@@ -16,6 +16,10 @@ void CommStats::add_wait(const std::string& axis, CommOp op, double seconds) {
   counts_[{axis, op}].wait_s += seconds;
 }
 
+void CommStats::add_model(const std::string& axis, CommOp op, double seconds) {
+  counts_[{axis, op}].model_s += seconds;
+}
+
 CommCount CommStats::get(const std::string& axis, CommOp op) const {
   auto it = counts_.find({axis, op});
   return it == counts_.end() ? CommCount{} : it->second;

@@ -1,5 +1,6 @@
 // A decorator that counts every call on a Comm: per (axis, op) the calls, payload bytes,
-// bus bytes (nccl-tests factors) and seconds blocked in wait(). Counting is exact.
+// bus bytes (nccl-tests factors) and seconds blocked in wait(). Counting is exact. A
+// LinkComm underneath books its modeled seconds into the same CommStats (model_s).
 #pragma once
 #include <map>
 #include <memory>
@@ -14,6 +15,7 @@ struct CommCount {
   uint64_t payload_bytes = 0;
   double bus_bytes = 0;
   double wait_s = 0;
+  double model_s = 0;  // modeled link time (LinkComm); 0 without a link model
 };
 
 // Counters shared by a communicator and every group split from it.
@@ -22,6 +24,7 @@ class CommStats {
   using Key = std::pair<std::string, CommOp>;  // (axis, op)
   void record(const std::string& axis, CommOp op, int group_size, size_t count, DType t);
   void add_wait(const std::string& axis, CommOp op, double seconds);
+  void add_model(const std::string& axis, CommOp op, double seconds);
   const std::map<Key, CommCount>& counts() const { return counts_; }
   CommCount get(const std::string& axis, CommOp op) const;
   double total_bus_bytes() const;

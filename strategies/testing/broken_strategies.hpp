@@ -5,9 +5,13 @@
 
 namespace pts {
 
-// ddp-sum:        sums gradients instead of averaging (a missing 1/dp) -> exact, precision
-// ddp-skip-bucket: never all-reduces the first bucket -> exact and comm volume
-// ddp-leak:        keeps an extra full-size gradient copy -> memory
+// ddp-sum           sums gradients instead of averaging (a missing 1/dp)  -> exact, precision
+// ddp-skip-bucket   never all-reduces the first bucket                    -> exact, precision, comm
+// ddp-leak          keeps an extra full-size gradient copy                -> memory
+// zero1-shard-shift / zero2-shard-shift
+//                   updates its reduce-scattered shard one element off    -> exact, precision
+// fsdp-no-free      never frees a gathered unit                           -> memory (comm bound)
+// fsdp-double-gather gathers every unit twice before backward             -> comm
 void add_broken_strategies(StrategyRegistry& r);
 
 }  // namespace pts
