@@ -5,9 +5,10 @@ Usage: python3 report/make_report.py RUN_DIR
 
 Reads the CSV files written by the ptsuite harness (cases.csv, steps.csv,
 comm.csv, memory.csv) and env.json, and writes RUN_DIR/report/index.html
-with the PNG plots it references (loss, throughput, comm, memory).
+with the PNG plots it references (loss, throughput, exposed, comm, memory).
 Exits with status 2 and a message on stderr if a CSV file or a column it
-needs is missing.
+needs is missing. Optional columns (those newer runs add) may be absent: what
+needs them is shown as n/a.
 """
 
 import argparse
@@ -24,20 +25,26 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 # Every part of the report in page order: (output, heading, input file, columns it
-# needs). This is the one place that says which inputs and columns are required;
+# needs, columns it uses when present). This is the one place that says which inputs
+# and columns are required; optional columns may be missing (older runs) and other
 # extra columns in the inputs are ignored.
 PARTS = [
-    ("summary", "Cases", "cases.csv", ["case", "verdict"]),
-    ("loss.png", "Loss per step vs oracle", "steps.csv", ["case", "step", "loss", "oracle_loss"]),
+    ("summary", "Cases", "cases.csv", ["case", "verdict"], []),
+    ("loss.png", "Loss per step vs oracle", "steps.csv", ["case", "step", "loss", "oracle_loss"], []),
     ("throughput.png", "Step time and throughput", "cases.csv",
-     ["case", "step_time_s", "step_time_p90_s", "samples_per_s"]),
+     ["case", "step_time_s", "step_time_p90_s", "samples_per_s"], []),
+    ("exposed.png", "Step time: exposed communication vs the rest", "cases.csv",
+     ["case", "step_time_s"], ["comm_wait_s", "comm_exposed_frac"]),
     ("comm.png", "Communication bytes per step: measured vs expected", "cases.csv",
-     ["case", "comm_bytes_per_step", "comm_bytes_expected"]),
+     ["case", "comm_bytes_per_step", "comm_bytes_expected"], []),
     ("memory.png", "Peak memory by category (max over ranks)", "memory.csv",
-     ["case", "category", "peak_bytes"]),
+     ["case", "category", "peak_bytes"], []),
     ("comm", "Communication by op", "comm.csv",
-     ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"]),
+     ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"], ["model_s"]),
 ]
+# Optional column of cases.csv whose value the plots show after each case name,
+# as "case (strategy)"; every plot keyed by case uses it when present.
+LABEL_COLUMN = "strategy"
 # Optional columns of the summary table, shown in this order when present in cases.csv.
 SUMMARY_COLUMNS = ["case", "strategy", "workload", "dtype", "dp", "tp", "pp", "verdict",
                    "reason", "step_time_s", "samples_per_s", "comm_bytes_per_step",
@@ -61,7 +68,7 @@ def read_csv(run_dir: Path, name: str) -> pd.DataFrame:
         raise ReportError(f"{path}: file is empty (no header row)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ReportError(f"{path}: cannot parse CSV: {exc}") from None
-    for output, _, source, columns in PARTS:
+    for output, _, source, columns, _ in PARTS:
         missing = [c for c in columns if source == name and c not in df.columns]
         if missing:
             raise ReportError(f"{path}: missing column(s) {', '.join(missing)} (needed for {output})")
@@ -69,8 +76,20 @@ def read_csv(run_dir: Path, name: str) -> pd.DataFrame:
 
 
 def numeric(df: pd.DataFrame, column: str) -> pd.Series:
-    """The column as floats; empty or non-numeric fields become NaN."""
+    """The column as floats; empty or non-numeric fields become NaN, as does a
+    missing (optional) column."""
+    if column not in df.columns:
+        return pd.Series(math.nan, index=df.index, dtype=float)
     return pd.to_numeric(df[column], errors="coerce")
+
+
+def case_labels(cases: pd.DataFrame) -> dict:
+    """Plot label of each case: "case (strategy)", or the bare case name where
+    cases.csv has no strategy column or the field is empty."""
+    if LABEL_COLUMN not in cases.columns:
+        return {}
+    return {case: f"{case} ({strategy})" if strategy else case
+            for case, strategy in zip(cases["case"], cases[LABEL_COLUMN])}
 
 
 def byte_unit(largest: float):
@@ -99,9 +118,15 @@ def bar_height(n: int) -> float:
     return max(2.5, 0.3 * n + 1.2)
 
 
-def case_axis(ax, names) -> None:
-    """Label the y axis with the case names, first case on top; linear x from 0."""
-    ax.set_yticks(range(len(names)), names, fontsize=8)
+def time_unit(largest: float):
+    """A (divisor, label) pair that keeps durations in seconds readable."""
+    return next(((d, u) for d, u in ((1, "s"), (1e-3, "ms"), (1e-6, "us")) if largest >= d),
+                (1e-6, "us"))
+
+
+def case_axis(ax, names, labels) -> None:
+    """Label the y axis with the cases' labels (or names), first case on top; linear x from 0."""
+    ax.set_yticks(range(len(names)), [labels.get(n, n) for n in names], fontsize=8)
     ax.set_ylim(len(names) - 0.5, -0.5)
     if ax.get_xscale() == "linear":
         ax.set_xlim(left=0)
@@ -115,7 +140,7 @@ def label_empty_bars(ax, ys, values) -> None:
                     va="center", fontsize=7)
 
 
-def plot_loss(steps: pd.DataFrame, path: Path) -> None:
+def plot_loss(steps: pd.DataFrame, labels: dict, path: Path) -> None:
     """One subplot per case: loss (solid) and oracle loss (dashed) per step."""
     cases = list(dict.fromkeys(steps["case"]))
     if not cases:
@@ -129,7 +154,7 @@ def plot_loss(steps: pd.DataFrame, path: Path) -> None:
         ax.plot(rows["step"], rows["loss"], "-", marker=".", label="loss")
         if rows["oracle_loss"].notna().any():
             ax.plot(rows["step"], rows["oracle_loss"], "--", label="oracle")
-        ax.set_title(case, fontsize=9)
+        ax.set_title(labels.get(case, case), fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
@@ -138,7 +163,7 @@ def plot_loss(steps: pd.DataFrame, path: Path) -> None:
     save(fig, path)
 
 
-def plot_throughput(cases: pd.DataFrame, path: Path) -> None:
+def plot_throughput(cases: pd.DataFrame, labels: dict, path: Path) -> None:
     """Median step time (p90 as a marker) and samples/s, one bar per case."""
     if cases.empty:
         return no_data(path, "throughput")
@@ -155,12 +180,38 @@ def plot_throughput(cases: pd.DataFrame, path: Path) -> None:
     ax_s.barh(y, samples, color="tab:green")
     label_empty_bars(ax_s, y, samples)
     ax_s.set_xlabel("samples / s")
-    case_axis(ax_t, names)
-    case_axis(ax_s, names)
+    case_axis(ax_t, names, labels)
+    case_axis(ax_s, names, labels)
     save(fig, path)
 
 
-def plot_comm(cases: pd.DataFrame, path: Path) -> None:
+def plot_exposed(cases: pd.DataFrame, labels: dict, path: Path) -> None:
+    """Per case, step time split into exposed communication (comm_wait_s, capped at
+    the step time) and the rest, labelled with comm_exposed_frac as a percentage."""
+    if cases.empty:
+        return no_data(path, "exposed")
+    names = list(cases["case"])
+    y = range(len(names))
+    step, wait = numeric(cases, "step_time_s"), numeric(cases, "comm_wait_s")
+    frac = numeric(cases, "comm_exposed_frac").fillna(wait / step)
+    exposed = wait.clip(upper=step)  # NaN where either is unknown: an empty bar
+    div, unit = time_unit(step.max() if step.notna().any() else 0)
+    fig, ax = plt.subplots(figsize=(9, bar_height(len(names))))
+    ax.barh(y, exposed / div, color="tab:red", label="exposed communication (comm_wait_s)")
+    ax.barh(y, (step - exposed) / div, left=exposed / div, color="tab:gray",
+            label="rest: compute + hidden communication")
+    label_empty_bars(ax, y, step.where(exposed.notna()))
+    for i, (total, share) in enumerate(zip(step.where(exposed.notna()), frac)):
+        if total > 0 and math.isfinite(share):
+            ax.text(total / div, i, f" {100 * share:.0f}%", va="center", fontsize=7)
+    case_axis(ax, names, labels)
+    ax.margins(x=0.08)
+    ax.set_xlabel(f"step time ({unit}); label: comm_exposed_frac")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    save(fig, path)
+
+
+def plot_comm(cases: pd.DataFrame, labels: dict, path: Path) -> None:
     """Grouped bars of measured vs expected comm bytes per step, per case."""
     if cases.empty:
         return no_data(path, "comm")
@@ -178,13 +229,13 @@ def plot_comm(cases: pd.DataFrame, path: Path) -> None:
         label_empty_bars(ax, ys, series)
     if log:
         ax.set_xscale("log")
-    case_axis(ax, names)
+    case_axis(ax, names, labels)
     ax.set_xlabel(f"bytes per step ({unit})" + (", log scale" if log else ""))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     save(fig, path)
 
 
-def plot_memory(memory: pd.DataFrame, path: Path) -> None:
+def plot_memory(memory: pd.DataFrame, labels: dict, path: Path) -> None:
     """Stacked bars of peak bytes per category (max over ranks), per case."""
     mem = memory.assign(peak_bytes=numeric(memory, "peak_bytes")).dropna(subset=["peak_bytes"])
     if mem.empty:
@@ -200,7 +251,7 @@ def plot_memory(memory: pd.DataFrame, path: Path) -> None:
     for category in order:
         ax.barh(y, table[category] / div, left=left, label=category)
         left += table[category] / div
-    case_axis(ax, list(table.index))
+    case_axis(ax, list(table.index), labels)
     ax.set_xlabel(f"peak memory ({unit})")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     save(fig, path)
@@ -246,15 +297,18 @@ def env_section(run_dir: Path) -> str:
 
 
 def comm_section(comm: pd.DataFrame) -> str:
-    """Per case/axis/op and step: calls and bytes are means over ranks, wait_s the max."""
+    """Per case/axis/op and step: calls and bytes are means over ranks, wait_s (and
+    model_s, when comm.csv has it) the max."""
     if comm.empty:
         return "<p>No communication recorded.</p>"
-    df = comm.assign(**{c: numeric(comm, c) for c in ("calls", "payload_bytes", "bus_bytes", "wait_s")})
+    times = [c for c in ("wait_s", "model_s") if c in comm.columns]
+    df = comm.assign(**{c: numeric(comm, c) for c in ["calls", "payload_bytes", "bus_bytes"] + times})
     agg = df.groupby(["case", "axis", "op"], sort=False).agg(
         calls=("calls", "mean"), payload_bytes=("payload_bytes", "mean"),
-        bus_bytes=("bus_bytes", "mean"), wait_s=("wait_s", "max")).reset_index()
+        bus_bytes=("bus_bytes", "mean"), **{c: (c, "max") for c in times}).reset_index()
     rows = [[fmt(str(v)) for v in row] for row in agg.itertuples(index=False)]
-    note = "<p>Per step: calls and bytes are means over ranks, wait_s is the max over ranks.</p>"
+    note = (f"<p>Per step: calls and bytes are means over ranks, {' and '.join(times)} "
+            f"{'is' if len(times) == 1 else 'are'} the max over ranks.</p>")
     return note + html_table(list(agg.columns), rows, "comm")
 
 
@@ -281,17 +335,21 @@ def make_report(run_dir: Path) -> Path:
     data = {name: read_csv(run_dir, name) for name in dict.fromkeys(part[2] for part in PARTS)}
     out_dir = run_dir / "report"
     out_dir.mkdir(exist_ok=True)
-    plotters = {"loss.png": plot_loss, "throughput.png": plot_throughput,
+    plotters = {"loss.png": plot_loss, "throughput.png": plot_throughput, "exposed.png": plot_exposed,
                 "comm.png": plot_comm, "memory.png": plot_memory}
     tables = {"summary": summary_section, "comm": comm_section}
+    labels = case_labels(data["cases.csv"])
     run_id = html.escape(run_dir.name)
     page = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
             f"<title>ptsuite report: {run_id}</title>", f"<style>{STYLE}</style></head><body>",
             f"<h1>ptsuite report: {run_id}</h1>", "<h2>Environment</h2>", env_section(run_dir)]
-    for output, heading, source, _ in PARTS:
+    for output, heading, source, _, optional in PARTS:
         page.append(f"<h2>{html.escape(heading)}</h2>")
+        absent = [c for c in optional if c not in data[source].columns]
+        if absent:
+            page.append(f"<p>Not in {html.escape(source)} (older run): {html.escape(', '.join(absent))}.</p>")
         if output in plotters:
-            plotters[output](data[source], out_dir / output)
+            plotters[output](data[source], labels, out_dir / output)
             page.append(f'<img src="{output}" alt="{html.escape(heading)}">')
         else:
             page.append(tables[output](data[source]))

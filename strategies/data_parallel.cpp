@@ -70,6 +70,15 @@ void DataParallel<T>::launch_ready(int64_t finished_from) {
   }
 }
 
+// MPI moves a non-blocking operation's data only inside MPI calls: poke every outstanding
+// one between layers so that transfers really run during compute.
+template <class T>
+void DataParallel<T>::progress() {
+  for (auto& r : pending_) r->test();
+  for (auto& r : gather_req_)
+    if (r) r->test();
+}
+
 template <class T>
 void DataParallel<T>::reduce_scatter_unit(size_t u, const T* full_grad) {
   RequestPtr r = dp_.ireduce_scatter(full_grad, grad_shard_.data() + layout_.shard_offset(u), layout_.shard_numel(u),
@@ -131,7 +140,10 @@ double DataParallel<T>::train_step(int) {
   if (stage_ == 0) {
     const bool sync = dp_.size() > 1;
     next_bucket_ = 0;
-    if (sync && overlap) hooks.after_backward = [&](size_t u) { launch_ready(layout_.units[u].offset); };
+    if (sync && overlap) hooks.after_backward = [&](size_t u) {
+      launch_ready(layout_.units[u].offset);
+      progress();
+    };
     loss = replica_.forward_backward(hooks);
     if (sync) {
       launch_ready(0);  // whatever backward has not launched yet (all of it without overlap)
@@ -160,12 +172,14 @@ double DataParallel<T>::train_step(int) {
       reduce_scatter_unit(u, staging_[u].data());
       if (!overlap) staging_[u] = Tensor<T>();
       if (stage_ == 3) free_unit(gathered_[u]);
+      progress();
     };
   }
   if (stage_ == 3) {
     hooks.before_forward = [&](size_t u) {
       ensure_gathered(u);
       if (ctx_.config.prefetch && u + 1 < layout_.units.size()) start_gather(u + 1);
+      progress();
     };
     if (ctx_.config.reshard_after_forward) hooks.after_forward = [&](size_t u) { free_unit(gathered_[u]); };
   }

@@ -64,6 +64,7 @@ class DataParallel : public Strategy<T> {
  private:
   void sync_all_reduce(const UnitHooks& hooks_in);
   void launch_ready(int64_t finished_from);
+  void progress();
   void reduce_scatter_unit(size_t u, const T* full_grad);
   void update_shards_and_gather();
   void start_gather(size_t u);

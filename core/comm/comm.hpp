@@ -35,6 +35,10 @@ class Request {
  public:
   virtual ~Request() = default;
   virtual void wait() = 0;
+  // Drives the operation forward without blocking (MPI moves data only inside MPI calls);
+  // true once it is complete. Strategies call it between layers so transfers overlap
+  // compute. After test() returned true, wait() still must be called and returns at once.
+  virtual bool test() = 0;
 };
 using RequestPtr = std::unique_ptr<Request>;
 

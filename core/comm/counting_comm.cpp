@@ -43,6 +43,7 @@ class TimedRequest final : public Request {
  public:
   TimedRequest(RequestPtr inner, std::shared_ptr<CommStats> stats, std::string axis, CommOp op)
       : inner_(std::move(inner)), stats_(std::move(stats)), axis_(std::move(axis)), op_(op) {}
+  bool test() override { return inner_->test(); }
   void wait() override {
     auto t0 = std::chrono::steady_clock::now();
     inner_->wait();

@@ -22,6 +22,7 @@ class LinkRequest final : public Request {
     inner_->wait();
     std::this_thread::sleep_until(done_);
   }
+  bool test() override { return inner_->test() && LinkComm::Clock::now() >= done_; }
 
  private:
   RequestPtr inner_;

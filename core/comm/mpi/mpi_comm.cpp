@@ -15,6 +15,11 @@ class MpiRequest final : public Request {
     if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
   }
   void wait() override { PTS_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE)); }
+  bool test() override {
+    int done = 0;
+    PTS_MPI_CHECK(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
   MPI_Request* handle() { return &req_; }
 
  private:
