@@ -5,7 +5,7 @@
 //   by summation order (gemm blocking, the dp all-reduce). Measured over the conformance
 //   suite the largest such error is a few 1e-16 to 1e-15 (see README, "Tolerances"); the
 //   bound kExactRelTol = 1e-12 leaves a margin of over 100x, while a real bug (a missing
-//   1/dp, a skipped bucket) gives errors of 1e-4 to 1.
+//   1/dp, a skipped bucket, a shard update one element off) gives errors of 8e-3 and more.
 // - precision (float32): err_ratio = ||p - p_oracle64|| / max(||p_single32 - p_oracle64||,
 //   floor) must stay <= kPrecisionRatio. A parallel float32 run is conformant when it is
 //   about as accurate as single-device float32; reordering moves that error by a small

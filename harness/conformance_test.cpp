@@ -7,6 +7,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -136,7 +138,8 @@ const Cases& run_once() {
       cases.rows[name] = {{"exact", exact}, {"precision", precision}, {"comm", comm},
                           {"memory", memory}, {"verdict", verdict}, {"reason", reason}};
     EXPECT_EQ(cases.rows.size(), s.cases.size());
-    std::filesystem::remove_all(dir);
+    if (std::getenv("PTSUITE_KEEP_RUN")) std::printf("run directory kept: %s\n", dir.c_str());
+    else std::filesystem::remove_all(dir);
   }
   return cases;
 }

@@ -4,7 +4,8 @@ The main test runs the real quick suite with the ptsuite binary (from
 $PTSUITE_BIN, else <repo>/build/ptsuite) under mpirun and checks the report
 built from its output. It is skipped when the binary is missing, unless
 PTSUITE_REQUIRE_BIN is set, in which case a missing binary fails the test.
-The other tests need no binary and check the error exits.
+The other tests need no binary: they check the error exits and reports of
+small hand-written runs (with and without the optional columns).
 """
 
 import csv
@@ -21,7 +22,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 MAKE_REPORT = REPO / "report" / "make_report.py"
-EXPECTED_PNGS = ["loss.png", "throughput.png", "comm.png", "memory.png"]
+EXPECTED_PNGS = ["loss.png", "throughput.png", "exposed.png", "comm.png", "memory.png"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SUITE_TIMEOUT_S = 600
 
@@ -73,6 +74,77 @@ class ReportPage(HTMLParser):
             self._cell += data
 
 
+def check_pngs(report_dir, page):
+    """Every expected PNG is written, valid and referenced; every <img> exists."""
+    for png in report_dir.glob("*.png"):
+        width, height = png_size(png)
+        assert width > 0 and height > 0, f"{png} has size {width}x{height}"
+    for name in EXPECTED_PNGS:
+        assert (report_dir / name).is_file(), f"{name} was not written"
+        assert name in page.images, f"index.html has no <img src=\"{name}\">"
+    for src in page.images:
+        assert (report_dir / src).is_file(), f"<img src=\"{src}\"> points to a missing file"
+
+
+def write_run(run_dir, cases, comm, with_optional):
+    """A small run directory; cases and comm are lists of row dicts (cases.csv
+    rows may carry strategy, comm_wait_s, comm_exposed_frac; comm.csv rows
+    model_s), whose optional keys are written only when with_optional is set."""
+    def write(name, header, rows):
+        with open(run_dir / name, "w", newline="") as f:
+            writer = csv.DictWriter(f, header, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+    case_cols = ["case", "verdict", "step_time_s", "step_time_p90_s", "samples_per_s",
+                 "comm_bytes_per_step", "comm_bytes_expected"]
+    comm_cols = ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"]
+    if with_optional:
+        case_cols += ["strategy", "comm_wait_s", "comm_exposed_frac"]
+        comm_cols += ["model_s"]
+    write("cases.csv", case_cols, cases)
+    write("comm.csv", comm_cols, comm)
+    write("steps.csv", ["case", "step", "loss", "oracle_loss"],
+          [{"case": c["case"], "step": s, "loss": 1.0 / (s + 1), "oracle_loss": ""}
+           for c in cases for s in range(3)])
+    write("memory.csv", ["case", "rank", "category", "peak_bytes"],
+          [{"case": c["case"], "rank": r, "category": cat, "peak_bytes": 1000 * (r + 1)}
+           for c in cases for r in range(2) for cat in ("param", "grad", "comm")])
+
+
+SMALL_CASES = [
+    # comm_wait_s beyond step_time_s (capped in the bar), unknown wait, no comm, empty step time.
+    {"case": "a", "strategy": "ddp", "verdict": "PASS", "step_time_s": "0.002", "step_time_p90_s": "0.003",
+     "samples_per_s": "100", "comm_bytes_per_step": "4096", "comm_bytes_expected": "4096",
+     "comm_wait_s": "0.003", "comm_exposed_frac": "1.5"},
+    {"case": "b", "strategy": "fsdp", "verdict": "FAIL", "step_time_s": "0.001", "step_time_p90_s": "",
+     "samples_per_s": "", "comm_bytes_per_step": "8192", "comm_bytes_expected": "",
+     "comm_wait_s": "", "comm_exposed_frac": ""},
+    {"case": "c", "strategy": "", "verdict": "SKIP", "step_time_s": "0.004", "step_time_p90_s": "0.004",
+     "samples_per_s": "8", "comm_bytes_per_step": "0", "comm_bytes_expected": "0",
+     "comm_wait_s": "0", "comm_exposed_frac": "0"},
+    {"case": "d", "strategy": "zero1", "verdict": "FAIL", "step_time_s": "", "step_time_p90_s": "",
+     "samples_per_s": "", "comm_bytes_per_step": "", "comm_bytes_expected": "",
+     "comm_wait_s": "", "comm_exposed_frac": ""},
+]
+SMALL_COMM = [{"case": "a", "axis": "dp", "op": "all_reduce", "calls": "1", "payload_bytes": "4096",
+               "bus_bytes": "4096", "wait_s": "0.003", "model_s": "0.0025"}]
+
+
+@pytest.mark.parametrize("with_optional", [True, False], ids=["new-run", "older-run"])
+def test_small_run_report(tmp_path, with_optional):
+    write_run(tmp_path, SMALL_CASES, SMALL_COMM, with_optional)
+    proc = run_make_report(tmp_path)
+    assert proc.returncode == 0, f"make_report failed\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    text = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    page = ReportPage()
+    page.feed(text)
+    check_pngs(tmp_path / "report", page)
+    assert page.summary_cases == ["a", "b", "c", "d"]
+    assert ("<th>model_s</th>" in text) == with_optional
+    assert ("Not in cases.csv (older run): comm_wait_s, comm_exposed_frac." in text) != with_optional
+    assert ("Not in comm.csv (older run): model_s." in text) != with_optional
+
+
 def find_binary():
     env = os.environ.get("PTSUITE_BIN")
     path = Path(env) if env else REPO / "build" / "ptsuite"
@@ -120,14 +192,7 @@ def test_quick_suite_report(quick_run, quick_report):
     page = ReportPage()
     page.feed(index.read_text(encoding="utf-8"))
 
-    for png in quick_report.glob("*.png"):
-        width, height = png_size(png)
-        assert width > 0 and height > 0, f"{png} has size {width}x{height}"
-    for name in EXPECTED_PNGS:
-        assert (quick_report / name).is_file(), f"{name} was not written"
-        assert name in page.images, f"index.html has no <img src=\"{name}\">"
-    for src in page.images:
-        assert (quick_report / src).is_file(), f"<img src=\"{src}\"> points to a missing file"
+    check_pngs(quick_report, page)
 
     with open(quick_run / "cases.csv", newline="") as f:
         cases = [row["case"] for row in csv.DictReader(f)]
@@ -135,6 +200,9 @@ def test_quick_suite_report(quick_run, quick_report):
     missing = sorted(set(cases) - set(page.summary_cases))
     assert not missing, f"cases missing from the summary table: {missing}"
     assert re.search(r'<td class="(PASS|FAIL|SKIP)">', index.read_text()), "no coloured verdict cell"
+    with open(quick_run / "comm.csv", newline="") as f:
+        has_model = "model_s" in next(csv.reader(f))
+    assert ("<th>model_s</th>" in index.read_text()) == has_model, "model_s column of comm.csv not shown"
 
 
 def test_missing_cases_csv(tmp_path):
