@@ -1,7 +1,5 @@
 #include "harness/runner.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -122,10 +120,11 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
   if (strategy && !out.failed) {
     MemoryExpectation em = strategy->expected_memory();
     report["expected_memory"] = {{"param", em.param}, {"grad", em.grad}, {"optimizer", em.optimizer}};
+    const std::vector<ExpectedOp> expected = strategy->expected_comm();
     double expected_bus = 0;
-    for (const auto& e : strategy->expected_comm()) expected_bus += e.bus_bytes();
+    for (const auto& e : expected) expected_bus += e.bus_bytes();
     report["expected_bus"] = expected_bus;
-    CheckResult cc = check_comm(stats, strategy->expected_comm(), c.steps);
+    CheckResult cc = check_comm(stats, expected, c.steps);
     CheckResult cm = check_memory(mem, em);
     report["check_comm"] = {{"verdict", to_string(cc.verdict)}, {"reason", cc.reason}};
     report["check_memory"] = {{"verdict", to_string(cm.verdict)}, {"reason", cm.reason}};

@@ -2,11 +2,12 @@
 
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <set>
-#include <cstdint>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -205,10 +206,6 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   }
 }
 
-bool defaults_have_name(const std::vector<Setting>& defaults) {
-  return std::any_of(defaults.begin(), defaults.end(), [](const Setting& s) { return s.key == "name"; });
-}
-
 // Advances the matrix index like an odometer (last axis fastest); false after the last.
 bool next_combination(std::vector<size_t>& idx, const std::vector<const Setting*>& axes) {
   for (size_t a = axes.size(); a-- > 0;) {
@@ -263,6 +260,8 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
     collect(table, path, settings);
 
     // Matrix axes: every setting whose value is a list, in key order (toml++ sorts table keys).
+    // Without a name the strategy is the stem of every generated name, not a label.
+    const bool named = std::any_of(settings.begin(), settings.end(), [](const Setting& s) { return s.key == "name"; });
     std::vector<const Setting*> axes;
     for (const auto& s : settings)
       if (s.value->is_array()) axes.push_back(&s);
@@ -277,7 +276,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
           size_t axis = std::find(axes.begin(), axes.end(), &s) - axes.begin();
           v = a->get(idx[axis]);
           // The strategy is the stem of a generated name already; other keys add a label.
-          if (a->size() > 1 && !(s.key == "strategy" && !table.contains("name") && !defaults_have_name(defaults)))
+          if (a->size() > 1 && !(s.key == "strategy" && !named))
             labels.push_back(label(s.key, *v));
         }
         key_specs().at(s.key).set(c, *v);
