@@ -100,6 +100,7 @@ CheckResult check_memory(const MemoryTracker& t, const MemoryExpectation& e) {
   cmp(MemCategory::param, e.param);
   cmp(MemCategory::grad, e.grad);
   cmp(MemCategory::optimizer, e.optimizer);
+  if (e.activation >= 0) cmp(MemCategory::activation, e.activation);
   if (e.comm_max >= 0 && t.peak(MemCategory::comm) > e.comm_max)
     problems += std::string(problems.empty() ? "" : ", ") + "comm peak " + std::to_string(t.peak(MemCategory::comm)) +
                 " bytes exceeds the bound " + std::to_string(e.comm_max);

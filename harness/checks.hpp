@@ -44,8 +44,9 @@ CheckResult check_precision(const std::vector<double>& params, const std::vector
 // Counted calls and payload over `steps` steps must equal steps x the expectation, per
 // (axis, op), exactly; any op counted but not expected fails too.
 CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected, int steps);
-// Peak param, grad and optimizer bytes must equal the expectation exactly, and the peak of
-// comm buffers must not exceed comm_max where the strategy states one.
+// Peak param, grad and optimizer bytes (and activation bytes where the strategy states them:
+// microbatches in flight x what one holds) must equal the expectation exactly, and the peak
+// of comm buffers must not exceed comm_max where the strategy states one.
 CheckResult check_memory(const MemoryTracker& tracker, const MemoryExpectation& expected);
 
 }  // namespace pts

@@ -1,18 +1,7 @@
 // The conformance checks, end to end under MPI (4 ranks): the real ddp passes every check
 // at dp 2, 3 (one rank idle) and 4, and each planted bug is caught by the check meant for
 // it, and only where it should be. Verdicts are read from the run's cases.csv on disk.
-#include <gtest/gtest.h>
-
-#include "harness/csv_reader.hpp"
-#include <mpi.h>
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
-
-#include "harness/runner.hpp"
+#include "harness/testing/suite_run.hpp"
 #include "strategies/data_parallel.hpp"
 #include "strategies/testing/broken_strategies.hpp"
 
@@ -110,56 +99,22 @@ strategy = "ddp"
 dp = 2
 )";
 
-struct Cases {
-  std::map<std::string, std::map<std::string, std::string>> rows;  // case -> column -> value
-};
+using testing_support::Cases;
 
 // Runs kSuite once on all ranks; rank 0 reads cases.csv back from disk.
 const Cases& run_once() {
-  static Cases cases;
-  static bool done = false;
-  if (done) return cases;
-  done = true;
-  StrategyRegistry reg = builtin_strategies();
-  add_broken_strategies(reg);
-  reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_data_parallel));
-  MpiComm world(MPI_COMM_WORLD, "world", false);
-  Suite suite = parse_suite(kSuite, "conformance_test.toml", reg, world.size());
-  int pid = getpid();
-  MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string dir = (std::filesystem::temp_directory_path() / ("ptsuite-conformance-" + std::to_string(pid))).string();
-  RunSummary s = run_suite(suite, reg, {dir, "", true}, world);
-  if (world.rank() == 0) {
-    io::CSVReader<9, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
-    in.read_header(io::ignore_extra_column, "case", "strategy", "dp", "check_exact", "check_precision",
-                   "check_comm", "check_memory", "verdict", "reason");
-    std::string name, strategy, dp, exact, precision, comm, memory, verdict, reason;
-    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, verdict, reason))
-      cases.rows[name] = {{"exact", exact}, {"precision", precision}, {"comm", comm},
-                          {"memory", memory}, {"verdict", verdict}, {"reason", reason}};
-    EXPECT_EQ(cases.rows.size(), s.cases.size());
-    if (std::getenv("PTSUITE_KEEP_RUN")) std::printf("run directory kept: %s\n", dir.c_str());
-    else std::filesystem::remove_all(dir);
-  }
+  static const Cases cases = [] {
+    StrategyRegistry reg = builtin_strategies();
+    add_broken_strategies(reg);
+    reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_parallel));
+    return testing_support::run_suite_text(kSuite, "conformance", reg);
+  }();
   return cases;
 }
 
-// Expected verdicts of one case: exact, precision, comm, memory, overall.
 void expect_case(const std::string& name, const std::string& exact, const std::string& precision,
                  const std::string& comm, const std::string& memory, const std::string& verdict) {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const Cases& c = run_once();
-  if (rank != 0) return;
-  auto it = c.rows.find(name);
-  ASSERT_NE(it, c.rows.end()) << "no row for case " << name;
-  const auto& r = it->second;
-  SCOPED_TRACE(name + ": " + r.at("reason"));
-  EXPECT_EQ(r.at("exact"), exact);
-  EXPECT_EQ(r.at("precision"), precision);
-  EXPECT_EQ(r.at("comm"), comm);
-  EXPECT_EQ(r.at("memory"), memory);
-  EXPECT_EQ(r.at("verdict"), verdict);
+  testing_support::expect_case(run_once(), name, exact, precision, comm, memory, verdict);
 }
 
 class DpSizes : public testing::TestWithParam<int> {

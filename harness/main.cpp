@@ -18,9 +18,13 @@ void list(const pts::StrategyRegistry& registry) {
   std::printf("strategies:\n");
   for (const auto& s : registry.all()) std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
   std::printf("workloads:\n");
-  for (const auto& w : pts::builtin_workloads())
-    std::printf("  %-16s %12lld params  %s\n", w.name.c_str(), static_cast<long long>(w.num_params()),
+  for (const auto& w : pts::builtin_workloads()) {
+    std::printf("  %-16s %12lld params  %s", w.name.c_str(), static_cast<long long>(w.num_params()),
                 w.description.c_str());
+    // GPT-2's published counts tie the head to wte; ours is untied and counted.
+    if (w.is_gpt()) std::printf(" (untied head %lld of them)", static_cast<long long>(w.vocab * w.embd));
+    std::printf("\n");
+  }
   std::printf("suites:\n");
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("suite", ec))

@@ -13,6 +13,7 @@
 #include "core/comm/link_comm.hpp"
 #include "harness/checks.hpp"
 #include "harness/progress.hpp"
+#include "strategies/data_parallel.hpp"
 #include "strategies/single.hpp"
 
 namespace pts {
@@ -25,6 +26,8 @@ using Clock = std::chrono::steady_clock;
 // run; params are the full vector on rank 0.
 struct TrainResult {
   std::vector<double> losses, step_times, comm_wait;  // comm_wait: this rank, per step
+  std::vector<double> busy;                           // this rank's compute seconds, per step
+  StepStats stats;                                    // this rank's last step
   std::vector<double> params;
   std::string error;  // this rank's exception message
   bool failed = false;  // any rank threw
@@ -95,6 +98,10 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
     out.losses.push_back(loss);
     out.step_times.push_back(slowest[0]);
     out.comm_wait.push_back(stats.total_wait_s() - wait0);
+    if (strategy) {
+      out.stats = strategy->step_stats();
+      out.busy.push_back(out.stats.busy_s);
+    }
     if (on_step) on_step(step);
   }
   if (!out.failed) {
@@ -105,6 +112,8 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
   report["rank"] = side.rank();
   report["error"] = out.error;
   report["peak_total"] = mem.peak_total();
+  report["stage"] = out.stats.stage;
+  report["bubble_theory"] = out.stats.bubble_theory;
   report["rss"] = process_peak_rss_bytes();
   for (int i = 0; i < kNumMemCategories; ++i) {
     auto cat = static_cast<MemCategory>(i);
@@ -120,6 +129,7 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
   if (strategy && !out.failed) {
     MemoryExpectation em = strategy->expected_memory();
     report["expected_memory"] = {{"param", em.param}, {"grad", em.grad}, {"optimizer", em.optimizer}};
+    if (em.activation >= 0) report["expected_memory"]["activation"] = em.activation;
     const std::vector<ExpectedOp> expected = strategy->expected_comm();
     double expected_bus = 0;
     for (const auto& e : expected) expected_bus += e.bus_bytes();
@@ -182,9 +192,11 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 // The tables of one run directory.
 struct RunTables {
-  CsvTable cases{cases_schema()}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()};
+  CsvTable cases{cases_schema()}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
+      stages{stages_schema()};
   void write(const std::string& dir) const {
     steps.write_atomic(dir);
+    stages.write_atomic(dir);
     comm.write_atomic(dir);
     memory.write_atomic(dir);
     cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
@@ -200,7 +212,10 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
           {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
           {"global_batch", num(c.global_batch)}, {"bucket_bytes", num(c.bucket_bytes)},
           {"overlap", c.overlap ? "1" : "0"}, {"prefetch", c.prefetch ? "1" : "0"},
-          {"reshard_after_forward", c.reshard_after_forward ? "1" : "0"}};
+          {"reshard_after_forward", c.reshard_after_forward ? "1" : "0"}, {"data", c.data},
+          {"microbatches", num(int64_t(microbatches_of(c)))}, {"stage_layers", c.stage_layers_text}};
+  if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
+  if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
   if (c.link.enabled()) {
     row["link_bus_gbps"] = num(c.link.bus_gbps);
     row["link_latency_us"] = num(c.link.latency_us);
@@ -218,6 +233,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["step_time_p90_s"] = num(p90_of(timed));
   row["samples_per_s"] = num(c.global_batch / med);
   row["flops_per_s"] = num(w.flops_per_sample() * c.global_batch / med);
+  if (w.is_gpt()) row["tokens_per_s"] = num(double(c.global_batch * w.seq) / med);
 
   // Per-rank figures: max over ranks.
   int64_t peak = 0, rss = 0;
@@ -244,6 +260,35 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
         m["expected_bytes"] = num(rep["expected_memory"][cat].get<int64_t>());
       t.memory.add(m);
     }
+  }
+  // Per pipeline stage: compute time against the step, and the activation peak.
+  struct StageAcc {
+    int ranks = 0;
+    double busy = 0, bubble = 0, theory = 0;
+    int64_t act = 0, peak = 0;
+  };
+  std::map<int, StageAcc> stages;
+  for (const auto& rep : ranks) {
+    StageAcc& a = stages[rep["stage"].get<int>()];
+    const double busy = rep["busy_median"].get<double>();
+    a.ranks += 1;
+    a.busy += busy;
+    a.bubble += busy < 0 ? NAN : 1.0 - busy / med;
+    a.theory = rep["bubble_theory"].get<double>();
+    a.act = std::max(a.act, rep["peak"]["activation"].get<int64_t>());
+    a.peak = std::max(a.peak, rep["peak_total"].get<int64_t>());
+  }
+  double bubble_sum = 0;
+  for (const auto& [stage, a] : stages) {
+    Row sr{{"case", c.name}, {"stage", num(int64_t(stage))}, {"ranks", num(int64_t(a.ranks))},
+           {"bubble_theory", num(a.theory)}, {"peak_activation_bytes", num(a.act)}, {"peak_mem_bytes", num(a.peak)}};
+    if (std::isfinite(a.bubble)) sr["busy_s"] = num(a.busy / a.ranks), sr["bubble_frac"] = num(a.bubble / a.ranks);
+    t.stages.add(sr);
+    bubble_sum += a.bubble / a.ranks;
+  }
+  if (!stages.empty() && std::isfinite(bubble_sum)) {
+    row["bubble_frac"] = num(bubble_sum / double(stages.size()));
+    row["bubble_theory"] = num(stages.begin()->second.theory);
   }
   for (const auto& [k, a] : ops)
     t.comm.add({{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
@@ -369,6 +414,8 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       std::vector<double> timed_wait(r.comm_wait.begin() + std::min<size_t>(c.warmup_steps, r.comm_wait.size()),
                                      r.comm_wait.end());
       report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);
+      std::vector<double> timed_busy(r.busy.begin() + std::min<size_t>(c.warmup_steps, r.busy.size()), r.busy.end());
+      report["busy_median"] = timed_busy.empty() ? 0.0 : median_of(timed_busy);
       std::vector<std::string> reports = gather_strings(side, report.dump());
       if (root) {
         std::vector<json> parsed;

@@ -220,6 +220,11 @@ overlap = true
 prefetch = false
 reshard_after_forward = false
 link = { bus_gbps = 2.5, latency_us = 7 }
+data = "synthetic"
+zero_stage = 2
+schedule = "gpipe"
+microbatches = 2
+stage_layers = "2"
 )");
   ASSERT_EQ(s.cases.size(), 1u);
   const CaseConfig& c = s.cases[0];
@@ -248,7 +253,12 @@ link = { bus_gbps = 2.5, latency_us = 7 }
   EXPECT_FALSE(c.reshard_after_forward);
   EXPECT_EQ(c.link.bus_gbps, 2.5);
   EXPECT_EQ(c.link.latency_us, 7.0);
-  EXPECT_EQ(suite_keys().size(), 24u);  // one per key above: a new key needs a line here
+  EXPECT_EQ(c.data, "synthetic");
+  EXPECT_EQ(c.zero_stage, 2);
+  EXPECT_EQ(c.schedule, "gpipe");
+  EXPECT_EQ(c.microbatches, 2);
+  EXPECT_EQ(c.stage_layers, std::vector<int>{2});
+  EXPECT_EQ(suite_keys().size(), 29u);  // one per key above: a new key needs a line here
 }
 
 // --- errors: each names the file, the line and the key ---------------------------------
@@ -394,6 +404,54 @@ dp = 2
 tp = 2
 )");
   EXPECT_TRUE(contains(e, "test.toml:4: key 'tp': ddp needs dp(2) * tp(1) * pp(1), got dp(2) * tp(2) * pp(1) = 4"));
+}
+
+// --- model-parallel layouts that do not fit the model --------------------------------
+
+TEST(SuiteErrors, TensorParallelMustDivideTheHeads) {
+  std::string e = error_of("[[case]]\nstrategy = \"tp\"\nworkload = \"gpt-tiny\"\ntp = 3\nglobal_batch = 6\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'tp': tp 3 does not divide gpt-tiny's 4 heads")) << e;
+}
+
+TEST(SuiteErrors, TensorParallelMustDivideTheMlpWidth) {
+  std::string e = error_of("[[case]]\nstrategy = \"tp\"\ntp = 3\n");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'tp': tp 3 does not divide mlp-tiny's hidden width 64")) << e;
+}
+
+TEST(SuiteErrors, MorePipelineStagesThanLayers) {
+  std::string e = error_of("[[case]]\nstrategy = \"pp-1f1b\"\npp = 4\n");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'pp': pp 4 needs at least 4 layers; mlp-tiny has 2")) << e;
+}
+
+TEST(SuiteErrors, StageLayersMustFitTheModel) {
+  std::string base = "[[case]]\nstrategy = \"pp-gpipe\"\nworkload = \"gpt-tiny\"\npp = 2\n";
+  EXPECT_TRUE(contains(error_of(base + "stage_layers = \"3,2\"\n"),
+                       "test.toml:5: key 'stage_layers': stage_layers sums to 5 but gpt-tiny has 4 layers"));
+  EXPECT_TRUE(contains(error_of(base + "stage_layers = \"4\"\n"),
+                       "test.toml:5: key 'stage_layers': stage_layers lists 1 stages but pp is 2"));
+  EXPECT_TRUE(contains(error_of(base + "stage_layers = \"2,x\"\n"),
+                       "test.toml:5: key 'stage_layers': expected comma-separated layer counts"));
+  // A middle stage with no layer holds no block.
+  std::string e = error_of("[[case]]\nstrategy = \"pp-gpipe\"\nworkload = \"gpt-tiny\"\npp = 4\n"
+                           "stage_layers = \"2,0,1,1\"\n");
+  EXPECT_TRUE(contains(e, "key 'stage_layers': stage 1 of 4 would hold no block of gpt-tiny")) << e;
+}
+
+TEST(SuiteErrors, BatchMustSplitIntoMicrobatches) {
+  std::string e = error_of("[[case]]\nstrategy = \"pp-1f1b\"\nworkload = \"gpt-tiny\"\npp = 2\nmicrobatches = 3\n");
+  EXPECT_TRUE(contains(e, "key 'global_batch': global_batch 32 is not divisible by dp * microbatches (3)")) << e;
+}
+
+TEST(SuiteErrors, UnknownSchedule) {
+  std::string e = error_of("[[case]]\nstrategy = \"hybrid\"\nworkload = \"gpt-tiny\"\npp = 2\nschedule = \"zb\"\n");
+  EXPECT_TRUE(contains(e, "test.toml:5: key 'schedule': unknown schedule 'zb'; known: 1f1b, gpipe")) << e;
+}
+
+TEST(SuiteErrors, MissingTokenFileIsNamedBeforeAnythingRuns) {
+  std::string e = error_of("[[case]]\nstrategy = \"single\"\nworkload = \"gpt-tiny\"\ndata = \"/nonexistent/train.bin\"\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'data': token file /nonexistent/train.bin: cannot open it")) << e;
+  e = error_of("[[case]]\nstrategy = \"single\"\ndata = \"x.bin\"\n");
+  EXPECT_TRUE(contains(e, "key 'data': a token file needs a gpt workload")) << e;
 }
 
 TEST(SuiteErrors, SingleNeedsOneRank) {

@@ -1,9 +1,11 @@
 #include "strategies/data_parallel.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "strategies/registry.hpp"
+#include "workloads/tensor_parallel.hpp"
 
 namespace pts {
 
@@ -14,10 +16,26 @@ std::vector<Bucket> make_buckets(int64_t n, int64_t bucket_elems) {
   return out;
 }
 
-void validate_data_parallel(const CaseConfig& c) {
-  require_layout(c, c.layout.dp, 1, 1, c.strategy);
-  require_batch_divisible(c, c.layout.dp, "dp");
+int microbatches_of(const CaseConfig& c) { return c.microbatches > 0 ? c.microbatches : c.layout.pp; }
+
+void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
+  const Layout& l = c.layout;
+  const int m = microbatches_of(c);
+  if (c.microbatches < 0) throw CaseError("microbatches", "microbatches must be at least 1 (0: one per stage)");
+  require_batch_divisible(c, int64_t(l.dp) * m, m > 1 ? "dp * microbatches " : "dp");
   if (c.bucket_bytes < 1) throw CaseError("bucket_bytes", "bucket_bytes must be at least 1");
+  if (c.schedule != "1f1b" && c.schedule != "gpipe")
+    throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: 1f1b, gpipe");
+  if (c.zero_stage < -1 || c.zero_stage > 3) throw CaseError("zero_stage", "zero_stage must be 0, 1, 2 or 3");
+  if (l.tp > 1) {
+    if (w.is_gpt() && w.heads % l.tp != 0)
+      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
+                                " heads; choose a divisor of " + std::to_string(w.heads));
+    if (!w.is_gpt() && w.width % l.tp != 0)
+      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s hidden width " +
+                                std::to_string(w.width));
+  }
+  if (l.pp > 1 || !c.stage_layers.empty()) stage_blocks(w, l.pp, c.stage_layers);
 }
 
 namespace {
@@ -25,13 +43,25 @@ ModelStorage storage_for(int stage, int dp) {
   if (stage == 0) return {1, true, true};
   return {dp, stage < 3, stage < 2};
 }
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, const ModelFaults& faults) {
+  ModelShard s;
+  s.faults = faults;
+  if (mesh.layout().tp > 1) s.tp = &mesh.tp();
+  auto stages = stage_blocks(w, mesh.layout().pp, c.stage_layers);
+  s.first_block = stages[mesh.coord().pp].first;
+  s.end_block = stages[mesh.coord().pp].second;
+  return s;
+}
 }  // namespace
 
 template <class T>
-DataParallel<T>::DataParallel(const StrategyContext<T>& ctx, int zero_stage)
-    : ctx_(ctx), dp_(ctx.mesh.dp()), stage_(zero_stage),
+DataParallel<T>::DataParallel(const StrategyContext<T>& ctx, ParallelPreset preset)
+    : ctx_(ctx), dp_(ctx.mesh.dp()),
+      stage_(preset.zero_stage >= 0 ? preset.zero_stage : std::max(ctx.config.zero_stage, 0)),
+      schedule_(!preset.schedule.empty() ? preset.schedule : ctx.config.schedule),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
-               ctx.config.global_batch / ctx.mesh.layout().dp, storage_for(zero_stage, ctx.mesh.layout().dp)),
+               ctx.config.global_batch / ctx.mesh.layout().dp, storage_for(stage_, ctx.mesh.layout().dp),
+               shard_for(ctx.config, ctx.workload, ctx.mesh, preset.faults)),
       layout_(replica_.model().layout()),
       opt_(ctx.config.optimizer, ctx.backend, ctx.memory, stage_ == 0 ? layout_.padded_total() : layout_.shard_total()) {
   const size_t units = layout_.units.size();
@@ -132,8 +162,27 @@ void DataParallel<T>::update_shards_and_gather() {
 }
 
 template <class T>
+std::unique_ptr<Pipeline<T>> DataParallel<T>::make_pipeline() {
+  return std::make_unique<Pipeline<T>>(ctx_, replica_, schedule_, microbatches_of(ctx_.config));
+}
+
+template <class T>
+Pipeline<T>& DataParallel<T>::pipeline() {
+  if (!pipeline_) pipeline_ = make_pipeline();
+  return *pipeline_;
+}
+
+// fsdp frees a unit after forward only when one forward precedes its backward.
+template <class T>
+bool DataParallel<T>::reshard() const {
+  return ctx_.config.reshard_after_forward && microbatches_of(ctx_.config) == 1;
+}
+
+template <class T>
 double DataParallel<T>::train_step(int) {
+  const auto t0 = std::chrono::steady_clock::now();
   Model<T>& m = model();
+  Pipeline<T>& pipe = pipeline();
   const bool overlap = ctx_.config.overlap;
   UnitHooks hooks;
   double loss = 0;
@@ -144,7 +193,7 @@ double DataParallel<T>::train_step(int) {
       launch_ready(layout_.units[u].offset);
       progress();
     };
-    loss = replica_.forward_backward(hooks);
+    loss = pipe.run(hooks);
     if (sync) {
       launch_ready(0);  // whatever backward has not launched yet (all of it without overlap)
       for (auto& r : pending_) r->wait();
@@ -152,93 +201,125 @@ double DataParallel<T>::train_step(int) {
       ctx_.backend.scale(m.grads().data(), gradient_scale(), m.grads().numel());
     }
     opt_.step(m.params().data(), m.grads().data());
-    return loss / dp_.size();
-  }
-  if (stage_ >= 2) {
-    // Each unit's full gradient exists only in a staging buffer between its backward and
-    // its reduce-scatter.
-    hooks.before_backward = [&](size_t u) {
-      if (stage_ == 3) {
-        for (int g = 0; g < gathers_before_backward(); ++g) {
-          if (g > 0) free_unit(gathered_[u]);
-          ensure_gathered(u);
+  } else {
+    if (stage_ >= 2) {
+      // Each unit's full gradient exists only in a staging buffer between its (first)
+      // backward and its reduce-scatter.
+      hooks.before_backward = [&](size_t u) {
+        if (stage_ == 3) {
+          for (int g = 0; g < gathers_before_backward(); ++g) {
+            if (g > 0) free_unit(gathered_[u]);
+            ensure_gathered(u);
+          }
+          if (ctx_.config.prefetch && u > 0) start_gather(u - 1);
         }
-        if (ctx_.config.prefetch && u > 0) start_gather(u - 1);
-      }
-      staging_[u] = Tensor<T>(ctx_.memory, MemCategory::workspace, {layout_.padded_numel(u)});
-      m.bind_unit(u, nullptr, staging_[u].data());
-    };
-    hooks.after_backward = [&](size_t u) {
-      reduce_scatter_unit(u, staging_[u].data());
-      if (!overlap) staging_[u] = Tensor<T>();
-      if (stage_ == 3) free_unit(gathered_[u]);
-      progress();
-    };
+        staging_[u] = Tensor<T>(ctx_.memory, MemCategory::workspace, {layout_.padded_numel(u)});
+        m.bind_unit(u, nullptr, staging_[u].data());
+      };
+      hooks.after_backward = [&](size_t u) {
+        reduce_scatter_unit(u, staging_[u].data());
+        if (!overlap) staging_[u] = Tensor<T>();
+        if (stage_ == 3) free_unit(gathered_[u]);
+        progress();
+      };
+    }
+    if (stage_ == 3) {
+      hooks.before_forward = [&](size_t u) {
+        ensure_gathered(u);
+        if (ctx_.config.prefetch && u + 1 < layout_.units.size()) start_gather(u + 1);
+        progress();
+      };
+      if (reshard()) hooks.after_forward = [&](size_t u) { free_unit(gathered_[u]); };
+    }
+    loss = pipe.run(hooks);
+    if (stage_ == 1)
+      for (size_t u = 0; u < layout_.units.size(); ++u) reduce_scatter_unit(u, m.grads().data() + layout_.padded_offset(u));
+    update_shards_and_gather();
   }
-  if (stage_ == 3) {
-    hooks.before_forward = [&](size_t u) {
-      ensure_gathered(u);
-      if (ctx_.config.prefetch && u + 1 < layout_.units.size()) start_gather(u + 1);
-      progress();
-    };
-    if (ctx_.config.reshard_after_forward) hooks.after_forward = [&](size_t u) { free_unit(gathered_[u]); };
-  }
-  loss = replica_.forward_backward(hooks);
-  if (stage_ == 1)
-    for (size_t u = 0; u < layout_.units.size(); ++u) reduce_scatter_unit(u, m.grads().data() + layout_.padded_offset(u));
-  update_shards_and_gather();
-  return loss / dp_.size();
+  step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The loss is on the last stage, the same on every tp rank: count it once.
+  const bool reports = pipe.last_stage() && ctx_.mesh.coord().tp == 0;
+  return reports ? loss / dp_.size() : 0.0;
 }
 
 template <class T>
 std::vector<double> DataParallel<T>::full_params(Comm& side) {
-  if (stage_ < 3) return ctx_.mesh.world().rank() == 0 ? replica_.params_as_double() : std::vector<double>{};
-  // Sharded parameters: gather every rank's shard, then undo the per-unit interleaving.
-  const int64_t S = layout_.shard_total(), n = dp_.size();
-  std::vector<T> all(S * n);
-  side.all_gather(param_shard_.data(), all.data(), S, dtype_of<T>());
-  std::vector<double> out(model().num_params());
-  for (size_t u = 0; u < layout_.units.size(); ++u) {
-    const ParamUnit& pu = layout_.units[u];
-    const int64_t s = layout_.shard_numel(u);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t i = 0; i < s && r * s + i < pu.numel; ++i)
-        out[pu.offset + r * s + i] = all[r * S + layout_.shard_offset(u) + i];
+  // This rank's stage/shard parameters in its local unpadded order...
+  const Model<T>& mm = model();
+  std::vector<double> local(mm.num_params());
+  const MeshCoord& c = ctx_.mesh.coord();
+  if (stage_ < 3) {
+    for (size_t u = 0; u < layout_.units.size(); ++u) {
+      const T* p = replica_.model().params().data() + layout_.padded_offset(u);
+      std::copy(p, p + layout_.units[u].numel, local.begin() + layout_.units[u].offset);
+    }
+  } else {
+    // Sharded parameters: gather every dp rank's shard, then undo the per-unit interleaving.
+    const Layout& l = ctx_.mesh.layout();
+    auto dp_side = side.split(c.pp * l.tp + c.tp, c.dp, "dp");
+    const int64_t S = layout_.shard_total(), n = dp_.size();
+    std::vector<T> all(S * n);
+    dp_side->all_gather(param_shard_.data(), all.data(), S, dtype_of<T>());
+    for (size_t u = 0; u < layout_.units.size(); ++u) {
+      const ParamUnit& pu = layout_.units[u];
+      const int64_t s = layout_.shard_numel(u);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t i = 0; i < s && r * s + i < pu.numel; ++i)
+          local[pu.offset + r * s + i] = all[r * S + layout_.shard_offset(u) + i];
+    }
   }
-  return side.rank() == 0 ? out : std::vector<double>{};
+  // ...placed in canonical order by the first replica and summed over all ranks (every
+  // canonical element has exactly one source; the rest add zeros, which is exact).
+  std::vector<double> full(ctx_.workload.num_params(), 0.0);
+  if (c.dp == 0)
+    for (const Segment& sg : mm.segments())
+      std::copy(local.begin() + sg.local, local.begin() + sg.local + sg.count, full.begin() + sg.canonical);
+  if (side.size() > 1) side.all_reduce(full.data(), full.data(), full.size(), DType::f64);
+  return side.rank() == 0 ? full : std::vector<double>{};
 }
 
 template <class T>
 std::vector<ExpectedOp> DataParallel<T>::expected_comm() const {
+  auto& self = const_cast<DataParallel<T>&>(*this);
+  std::vector<ExpectedOp> out = self.pipeline().expected_comm();
   const int n = dp_.size();
   const uint64_t s = sizeof(T), units = layout_.units.size();
-  if (stage_ == 0) {
-    if (n == 1) return {};
-    return {{"dp", CommOp::all_reduce, n, buckets_.size(), static_cast<uint64_t>(layout_.padded_total()) * s}};
-  }
+  if (n == 1) return out;
   const uint64_t bytes = static_cast<uint64_t>(layout_.padded_total()) * s;
-  const uint64_t gathers = stage_ == 3 && ctx_.config.reshard_after_forward ? 2 : 1;
-  return {{"dp", CommOp::reduce_scatter, n, units, bytes}, {"dp", CommOp::all_gather, n, gathers * units, gathers * bytes}};
+  if (stage_ == 0) {
+    out.push_back({"dp", CommOp::all_reduce, n, buckets_.size(), bytes});
+    return out;
+  }
+  const uint64_t gathers = stage_ == 3 && reshard() ? 2 : 1;
+  out.push_back({"dp", CommOp::reduce_scatter, n, units, bytes});
+  out.push_back({"dp", CommOp::all_gather, n, gathers * units, gathers * bytes});
+  return out;
 }
 
 template <class T>
 MemoryExpectation DataParallel<T>::expected_memory() const {
   const int64_t s = sizeof(T), k = ctx_.config.optimizer.state_per_param();
   const int64_t full = layout_.padded_total() * s, shard = layout_.shard_total() * s;
+  MemoryExpectation e;
   switch (stage_) {
-    case 0: return {full, full, k * full};
-    case 1: return {full, full, k * shard};
-    case 2: return {full, shard, k * shard};
-    default: {
-      MemoryExpectation e{shard, shard, k * shard};
+    case 0: e = {full, full, k * full}; break;
+    case 1: e = {full, full, k * shard}; break;
+    case 2: e = {full, shard, k * shard}; break;
+    default:
+      e = {shard, shard, k * shard};
       // Gathered units alive at once: one, or two with prefetch; every unit when forward
       // keeps them for backward.
-      e.comm_max = ctx_.config.reshard_after_forward
-                       ? layout_.largest_padded_unit() * s * (ctx_.config.prefetch ? 2 : 1)
-                       : full;
-      return e;
-    }
+      e.comm_max = reshard() ? layout_.largest_padded_unit() * s * (ctx_.config.prefetch ? 2 : 1) : full;
   }
+  e.activation = const_cast<DataParallel<T>&>(*this).pipeline().expected_activation();
+  return e;
+}
+
+template <class T>
+StepStats DataParallel<T>::step_stats() const {
+  const Layout& l = ctx_.mesh.layout();
+  const int m = microbatches_of(ctx_.config);
+  return {ctx_.mesh.coord().pp, m, pipeline_ ? pipeline_->last_busy_s() : 0.0, step_s_, bubble_theory(l.pp, m)};
 }
 
 template class DataParallel<float>;

@@ -38,15 +38,22 @@ void require_batch_divisible(const CaseConfig& c, int64_t divisor, const std::st
                                         "); choose a multiple of " + std::to_string(divisor));
 }
 
-void validate_single(const CaseConfig& c) { require_layout(c, 1, 1, 1, "single"); }
+void validate_single(const CaseConfig& c, const WorkloadSpec&) {
+  require_layout(c, 1, 1, 1, "single");
+  if (c.microbatches > 1) throw CaseError("microbatches", "single trains the whole batch at once; use ddp for accumulation");
+}
 
 StrategyRegistry builtin_strategies() {
   StrategyRegistry r;
   r.add(strategy_entry<Single>("single", "the oracle: one rank, the whole global batch", validate_single));
-  r.add(data_parallel_entry<DataParallel>("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", 0));
-  r.add(data_parallel_entry<DataParallel>("zero1", "ZeRO-1: optimizer state sharded over dp", 1));
-  r.add(data_parallel_entry<DataParallel>("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", 2));
-  r.add(data_parallel_entry<DataParallel>("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)", 3));
+  r.add(parallel_entry<DataParallel>("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", "dp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("zero1", "ZeRO-1: optimizer state sharded over dp", "dp", ParallelPreset{1, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", "dp", ParallelPreset{2, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)", "dp", ParallelPreset{3, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("tp", "tensor parallel (Megatron): heads and MLP split over tp, vocabulary-parallel embedding and loss", "tp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("pp-gpipe", "pipeline parallel, GPipe schedule: all forwards, then all backwards", "pp", ParallelPreset{0, "gpipe", {}}));
+  r.add(parallel_entry<DataParallel>("pp-1f1b", "pipeline parallel, 1F1B schedule: at most pp microbatches in flight", "pp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case", "dp tp pp", ParallelPreset{-1, "", {}}));
   return r;
 }
 

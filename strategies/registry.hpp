@@ -24,20 +24,21 @@ using StrategyFactory = std::function<std::unique_ptr<Strategy<T>>(const Strateg
 struct StrategyInfo {
   std::string name;
   std::string description;
-  std::function<void(const CaseConfig&)> validate;  // throws CaseError
+  std::function<void(const CaseConfig&, const WorkloadSpec&)> validate;  // throws CaseError
   StrategyFactory<float> make_f32;
   StrategyFactory<double> make_f64;
-  int zero_stage = 0;  // reported in cases.csv
+  int zero_stage = 0;    // reported in cases.csv (-1: the case's zero_stage)
+  std::string schedule;  // pipeline schedule the preset fixes ("": the case's)
 };
 
 // Registry entry for a strategy class template S<T> constructed from a StrategyContext<T>
 // and `args` (a preset's fixed settings, e.g. the ZeRO stage).
 template <template <class> class S, class... Args>
 StrategyInfo strategy_entry(std::string name, std::string description,
-                            std::function<void(const CaseConfig&)> validate, Args... args) {
+                            std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, ""};
 }
 
 class StrategyRegistry {

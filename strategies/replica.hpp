@@ -12,14 +12,17 @@ template <class T>
 class Replica {
  public:
   // Trains on samples [first_sample, first_sample + rows) of every global batch.
-  Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows, const ModelStorage& storage = {})
+  Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows, const ModelStorage& storage = {},
+          const ModelShard& shard = {})
       : cfg_(ctx.config),
-        model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, rows, storage)),
-        data_(ctx.workload, ctx.config.seed),
+        model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, storage, shard)),
+        data_(ctx.workload, ctx.config.seed, ctx.config.data),
         batch_(make_batch<T>(ctx.workload, ctx.memory, rows)),
         first_(first_sample) {}
 
   Model<T>& model() { return *model_; }
+  const Model<T>& model() const { return *model_; }
+  const Batch<T>& batch() const { return batch_; }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
   // Forward + backward, overwriting the gradients; the loss is the mean over this slice.
   double forward_backward(const UnitHooks& hooks = {}) {
@@ -40,7 +43,7 @@ class Replica {
  private:
   const CaseConfig& cfg_;
   std::unique_ptr<Model<T>> model_;
-  TeacherData data_;
+  DataSource data_;
   Batch<T> batch_;
   int64_t first_;
 };

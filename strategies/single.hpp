@@ -20,7 +20,9 @@ class Single final : public Strategy<T> {
   std::vector<double> full_params(Comm&) override { return replica_.params_as_double(); }
   std::vector<ExpectedOp> expected_comm() const override { return {}; }
   MemoryExpectation expected_memory() const override {
-    return full_replica_memory<T>(ctx_.config, ctx_.workload.num_params());
+    MemoryExpectation e = full_replica_memory<T>(ctx_.config, ctx_.workload.num_params());
+    e.activation = replica_.model().activation_bytes(ctx_.config.global_batch);
+    return e;
   }
 
  private:
@@ -29,6 +31,6 @@ class Single final : public Strategy<T> {
   Optimizer<T> opt_;
 };
 
-void validate_single(const CaseConfig& c);
+void validate_single(const CaseConfig& c, const WorkloadSpec& w);
 
 }  // namespace pts

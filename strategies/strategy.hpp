@@ -21,6 +21,7 @@ struct CaseConfig {
   std::string name;
   std::string strategy = "single";
   std::string workload = "mlp-tiny";
+  std::string data;  // gpt: "" (synthetic Markov tokens) or a uint16 token file
   std::string dtype = "float64";  // float32 | float64
   Layout layout;
   int steps = 4;
@@ -34,6 +35,11 @@ struct CaseConfig {
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early
   bool reshard_after_forward = true;  // fsdp: free a unit's gathered params after forward
   LinkModel link;                     // emulated interconnect under every collective (off: bus_gbps 0)
+  int zero_stage = -1;                // hybrid: ZeRO stage on dp (-1: the preset's, else 0)
+  std::string schedule = "1f1b";      // pipeline schedule: 1f1b | gpipe
+  int microbatches = 0;               // per replica per step; 0: pp
+  std::vector<int> stage_layers;      // layers per pipeline stage; empty: balanced
+  std::string stage_layers_text;      // as written in the suite ("2,1,1")
 };
 
 // One kind of call a rank makes per training step, with how often and how many bytes
@@ -51,6 +57,15 @@ struct ExpectedOp {
 struct MemoryExpectation {
   int64_t param = 0, grad = 0, optimizer = 0;
   int64_t comm_max = -1;  // upper bound on the peak of comm buffers (gathered params); -1: none
+  int64_t activation = -1;  // exact activation peak (microbatches in flight x their bytes); -1: unchecked
+};
+
+// What one rank saw in its last step, for the pipeline figures.
+struct StepStats {
+  int stage = 0, microbatches = 1;
+  double busy_s = -1;  // compute (forward and backward) seconds; -1: not measured
+  double step_s = 0;  // the whole train_step on this rank
+  double bubble_theory = 0;
 };
 
 // What a strategy is built from. Everything is passed in; nothing is global.
@@ -79,6 +94,7 @@ class Strategy {
   virtual std::vector<double> full_params(Comm& side) = 0;
   virtual std::vector<ExpectedOp> expected_comm() const = 0;
   virtual MemoryExpectation expected_memory() const = 0;
+  virtual StepStats step_stats() const { return {}; }
 };
 
 }  // namespace pts

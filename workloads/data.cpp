@@ -1,5 +1,6 @@
 #include "workloads/data.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/rng.hpp"
@@ -45,17 +46,41 @@ void TeacherData::fill(int64_t step, int64_t global_batch, int64_t first, int64_
   }
 }
 
+DataSource::DataSource(const WorkloadSpec& spec, uint64_t seed, const std::string& data) : seq_(spec.seq) {
+  if (spec.is_gpt()) tokens_ = make_token_source(data, seed, spec.vocab, spec.seq);
+  else teacher_ = std::make_unique<TeacherData>(spec, seed);
+}
+
+template <class T>
+void DataSource::fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, Batch<T>& out) const {
+  if (teacher_) return teacher_->fill(step, global_batch, first, count, out);
+  // Each sample is seq + 1 tokens: inputs are the first seq, labels the last seq.
+  std::vector<int32_t> buf(count * (seq_ + 1));
+  tokens_->fill(step, global_batch, first, count, buf.data());
+  out.rows = count;
+  out.tokens.resize(count * seq_);
+  out.labels.resize(count * seq_);
+  for (int64_t s = 0; s < count; ++s) {
+    const int32_t* src = buf.data() + s * (seq_ + 1);
+    std::copy(src, src + seq_, out.tokens.begin() + s * seq_);
+    std::copy(src + 1, src + seq_ + 1, out.labels.begin() + s * seq_);
+  }
+}
+
 template <class T>
 Batch<T> make_batch(const WorkloadSpec& spec, MemoryTracker& mem, int64_t rows) {
   Batch<T> b;
-  b.x = Tensor<T>(mem, MemCategory::activation, {rows, spec.in_dim});
-  b.labels.resize(rows);
+  if (!spec.is_gpt()) b.x = Tensor<T>(mem, MemCategory::workspace, {rows, spec.in_dim});
+  b.tokens.resize(spec.is_gpt() ? rows * spec.seq : 0);
+  b.labels.resize(rows * spec.positions());
   b.rows = rows;
   return b;
 }
 
 template void TeacherData::fill(int64_t, int64_t, int64_t, int64_t, Batch<float>&) const;
 template void TeacherData::fill(int64_t, int64_t, int64_t, int64_t, Batch<double>&) const;
+template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<float>&) const;
+template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<double>&) const;
 template Batch<float> make_batch(const WorkloadSpec&, MemoryTracker&, int64_t);
 template Batch<double> make_batch(const WorkloadSpec&, MemoryTracker&, int64_t);
 

@@ -1,7 +1,9 @@
 #include "workloads/mlp.hpp"
 
-#include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "workloads/params.hpp"
 
 namespace pts {
 
@@ -17,6 +19,100 @@ std::vector<std::pair<int64_t, int64_t>> mlp_shapes(const WorkloadSpec& s) {
   }
   return shapes;
 }
+
+enum class Parallel { replicated, column, row };
+
+// One linear layer y = x W + b, then GELU (hidden layers) or softmax cross-entropy (head).
+template <class T>
+class Dense final : public Block<T> {
+ public:
+  Dense(int64_t layer, int64_t in, int64_t out, Parallel par, bool head, const ModelShard& shard, Backend<T>& be,
+        MemoryTracker& mem, uint64_t seed)
+      : be_(be), mem_(mem), seed_(seed), par_(par), head_(head), first_(layer == 0), tp_(shard.tp),
+        skip_reduce_(shard.faults.skip_row_reduce), owner_(shard.tp_rank() == 0) {
+    ParamTensor w{in, out, ShardKind::whole, {}, 1.0 / std::sqrt(double(in)), 0, kParamStream + 2 * layer};
+    ParamTensor b{1, out, ShardKind::whole, {}, 0, 0, 0};
+    if (par == Parallel::column) {
+      w.shard = b.shard = ShardKind::columns;
+      w.split = b.split = even_split(out, shard.tp_size(), shard.tp_rank());
+    } else if (par == Parallel::row) {
+      w.shard = ShardKind::rows;
+      w.split = even_split(in, shard.tp_size(), shard.tp_rank());
+    }
+    params_.add(w);
+    params_.add(b);
+    in_ = w.local_rows();
+    out_ = w.local_cols();
+  }
+  int64_t numel() const override { return params_.numel(); }
+  int64_t canonical_numel() const override { return params_.canonical_numel(); }
+  void bind(T* p, T* g) override {
+    if (p) w_ = p, b_ = p + in_ * out_;
+    if (g) dw_ = g, db_ = g + in_ * out_;
+  }
+  void init(int64_t begin, int64_t end, T* out) const override { params_.init(seed_, begin, end, out); }
+  void segments(int64_t local, int64_t canonical, std::vector<Segment>& out) const override {
+    params_.segments(local, canonical, owner_, out);
+  }
+  int64_t out_per_row() const override { return head_ ? 0 : out_; }
+  int64_t saved_bytes(int64_t rows) const override { return rows * out_ * static_cast<int64_t>(sizeof(T)); }
+
+  double forward(int slot, const Micro<T>& mb, const T* in, T* out) override {
+    const int64_t R = mb.rows;
+    if (!in) in = mb.batch->x.data() + mb.row0 * in_;
+    if (saved_.size() <= static_cast<size_t>(slot)) saved_.resize(slot + 1);
+    Tensor<T>& h = saved_[slot];
+    h = Tensor<T>(mem_, MemCategory::activation, {R, out_});
+    be_.gemm(Trans::no, Trans::no, R, out_, in_, T(1), in, in_, w_, out_, T(0), h.data(), out_);
+    if (par_ == Parallel::row && !skip_reduce_) tp_all_reduce(tp_, h.data(), R * out_);
+    be_.add_bias(h.data(), b_, R, out_);
+    if (!head_) {
+      be_.gelu_forward(h.data(), out, R * out_);
+      return 0;
+    }
+    // The head keeps dlogits (written over the logits) for backward.
+    return be_.softmax_xent(h.data(), mb.batch->labels.data() + mb.row0, R, out_, mb.norm, h.data());
+  }
+
+  void backward(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate) override {
+    const int64_t R = mb.rows;
+    if (!in) in = mb.batch->x.data() + mb.row0 * in_;
+    Tensor<T>& h = saved_.at(slot);
+    T* dh = h.data();
+    if (!head_) {
+      be_.gelu_backward(h.data(), dout, dout, R * out_);  // dh = gelu'(h) * dy, in place
+      dh = dout;
+    }
+    be_.gemm(Trans::yes, Trans::no, in_, out_, R, T(1), in, in_, dh, out_, T(accumulate ? 1 : 0), dw_, out_);
+    if (!accumulate) std::memset(db_, 0, out_ * sizeof(T));
+    be_.bias_grad(dh, db_, R, out_);
+    if (din) {
+      be_.gemm(Trans::no, Trans::yes, R, in_, out_, T(1), dh, out_, w_, out_, T(0), din, in_);
+      if (par_ == Parallel::column) tp_all_reduce(tp_, din, R * in_);
+    }
+    h = Tensor<T>();
+  }
+
+  void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
+    if (!tp_ || tp_->size() == 1) return;
+    const int64_t s = sizeof(T);
+    if (par_ == Parallel::row) out.push_back({CommOp::all_reduce, 1, rows * out_ * s});
+    if (par_ == Parallel::column && !first_) out.push_back({CommOp::all_reduce, 1, rows * in_ * s});
+  }
+
+ private:
+  Backend<T>& be_;
+  MemoryTracker& mem_;
+  uint64_t seed_;
+  Parallel par_;
+  bool head_, first_;
+  Comm* tp_;
+  bool skip_reduce_, owner_;
+  ParamSet params_;
+  int64_t in_ = 0, out_ = 0;  // local shape of W
+  T *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  std::vector<Tensor<T>> saved_;  // [slot]: pre-activation h (head: dlogits)
+};
 }  // namespace
 
 int64_t mlp_num_params(const WorkloadSpec& s) {
@@ -26,88 +122,26 @@ int64_t mlp_num_params(const WorkloadSpec& s) {
 }
 
 template <class T>
-Mlp<T>::Mlp(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem, uint64_t seed, int64_t max_rows,
-            const ModelStorage& storage)
-    : be_(backend), seed_(seed), max_rows_(max_rows) {
+std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
+                                                  uint64_t seed, const ModelShard& shard) {
   auto shapes = mlp_shapes(spec);
-  int64_t off = 0, widest = 0;
-  for (auto [in, out] : shapes) {
-    Linear<T> lin;
-    lin.in = in;
-    lin.out = out;
-    layout_.units.push_back({off, lin.numel()});
-    off += lin.numel();
-    widest = std::max({widest, in, out});
-    layers_.push_back(lin);
-  }
-  layout_.pad_to = storage.pad_to;
-  if (storage.own_params) params_ = Tensor<T>(mem, MemCategory::param, {layout_.padded_total()});
-  if (storage.own_grads) grads_ = Tensor<T>(mem, MemCategory::grad, {layout_.padded_total()});
-  for (size_t u = 0; u < layers_.size(); ++u) {
-    int64_t p = layout_.padded_offset(u);
-    layers_[u].bind(storage.own_params ? params_.data() + p : nullptr, storage.own_grads ? grads_.data() + p : nullptr);
-    if (storage.own_params) init_params(layout_.units[u].offset, layout_.units[u].offset + layout_.units[u].numel,
-                                        params_.data() + p);
-  }
-  for (size_t l = 0; l < shapes.size(); ++l) {
-    pre_.emplace_back(mem, MemCategory::activation, Shape{max_rows, shapes[l].second});
-    post_.emplace_back(mem, MemCategory::activation,
-                       Shape{l + 1 < shapes.size() ? max_rows : 0, shapes[l].second});
-  }
-  grad_a_ = Tensor<T>(mem, MemCategory::activation, {max_rows, widest});
-  grad_b_ = Tensor<T>(mem, MemCategory::activation, {max_rows, widest});
-}
-
-template <class T>
-void Mlp<T>::init_params(int64_t begin, int64_t end, T* out) const {
-  // Weights ~ N(0, 1/in) (LeCun), biases zero; element i of W_l is a pure function of
-  // (seed, stream of W_l, i). Indices past the last parameter (padding) are zero.
-  for (size_t u = 0; u < layers_.size(); ++u) {
-    const Linear<T>& lin = layers_[u];
-    const int64_t w0 = layout_.units[u].offset, b0 = w0 + lin.in * lin.out, e = w0 + lin.numel();
-    const int64_t lo = std::max(begin, w0), hi = std::min(end, b0);
-    if (lo < hi)
-      CounterRng(seed_, kParamStream + 2 * u).fill_normal(out + (lo - begin), lo - w0, hi - lo, 1.0 / std::sqrt(double(lin.in)));
-    for (int64_t i = std::max(begin, b0); i < std::min(end, e); ++i) out[i - begin] = T(0);
-  }
-  for (int64_t i = std::max(begin, this->num_params()); i < end; ++i) out[i - begin] = T(0);
-}
-
-template <class T>
-double Mlp<T>::forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks, bool accumulate) {
-  const int64_t rows = batch.rows;
-  PTS_REQUIRE(rows <= max_rows_, "batch larger than the model was built for");
-  const int64_t num = static_cast<int64_t>(layers_.size());
-  auto input_of = [&](int64_t l) { return l == 0 ? batch.x.data() : post_[l - 1].data(); };
-  auto call = [](const std::function<void(size_t)>& f, int64_t u) {
-    if (f) f(static_cast<size_t>(u));
-  };
-
-  for (int64_t l = 0; l < num; ++l) {
-    call(hooks.before_forward, l);
-    layers_[l].forward(be_, input_of(l), pre_[l].data(), rows);
-    call(hooks.after_forward, l);
-    if (l + 1 < num) be_.gelu_forward(pre_[l].data(), post_[l].data(), rows * layers_[l].out);
-  }
-  // dlogits into grad_a_; then walk back, alternating the two gradient buffers.
-  T* dy = grad_a_.data();
-  T* spare = grad_b_.data();
-  double loss = be_.softmax_xent(pre_[num - 1].data(), batch.labels.data(), rows, layers_[num - 1].out, norm, dy);
-  for (int64_t l = num - 1; l >= 0; --l) {
-    T* dx = l > 0 ? spare : nullptr;
-    call(hooks.before_backward, l);
-    layers_[l].backward(be_, input_of(l), dy, dx, rows, accumulate);
-    call(hooks.after_backward, l);
-    if (l > 0) {
-      // dh_{l-1} = gelu'(h_{l-1}) * da_{l-1}, in place.
-      be_.gelu_backward(pre_[l - 1].data(), dx, dx, rows * layers_[l - 1].out);
-      std::swap(dy, spare);
+  std::vector<std::unique_ptr<Block<T>>> blocks;
+  const int64_t hidden = spec.hidden_layers;
+  for (int64_t l = 0; l <= hidden; ++l) {
+    Parallel par = Parallel::replicated;
+    if (shard.tp_size() > 1 && l < hidden) {
+      if (l % 2 == 0 && l + 1 < hidden) par = Parallel::column;
+      else if (l % 2 == 1) par = Parallel::row;
     }
+    blocks.push_back(std::make_unique<Dense<T>>(l, shapes[l].first, shapes[l].second, par, l == hidden, shard,
+                                                backend, mem, seed));
   }
-  return loss;
+  return blocks;
 }
 
-template class Mlp<float>;
-template class Mlp<double>;
+template std::vector<std::unique_ptr<Block<float>>> mlp_blocks(const WorkloadSpec&, Backend<float>&, MemoryTracker&,
+                                                               uint64_t, const ModelShard&);
+template std::vector<std::unique_ptr<Block<double>>> mlp_blocks(const WorkloadSpec&, Backend<double>&, MemoryTracker&,
+                                                                uint64_t, const ModelShard&);
 
 }  // namespace pts

@@ -1,11 +1,16 @@
 // The MLP workload: L hidden layers of width W with GELU, then a C-class softmax head.
 // Parameters in canonical order W0 b0 W1 b1 ... WL bL (W row-major [in, out]); each layer
-// is one unit. Dimension legend: B = batch rows, D = input dim, W = width, C = classes.
+// is one block (unit). Dimension legend: R = rows, I = inputs, O = outputs of a layer.
+//
+// Under tensor parallelism hidden layers pair up as column-parallel (even l, when a partner
+// follows) then row-parallel (odd l), so each pair costs one all-reduce forward (g, of
+// [R, O]) and, unless the pair starts the model, one backward (f, of [R, I]). Unpaired
+// layers and the head are replicated: their inputs are identical on every tp rank, so are
+// their gradients.
 #pragma once
+#include <memory>
 #include <vector>
 
-#include "core/rng.hpp"
-#include "workloads/layers.hpp"
 #include "workloads/workload.hpp"
 
 namespace pts {
@@ -15,28 +20,9 @@ int64_t mlp_num_params(const WorkloadSpec& s);
 // RNG streams of the parameter tensors: weight of layer l is stream kParamStream + 2l.
 inline constexpr uint64_t kParamStream = 1000;
 
+// The blocks of the full MLP, each the `shard` part of its layer.
 template <class T>
-class Mlp final : public Model<T> {
- public:
-  Mlp(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem, uint64_t seed, int64_t max_rows,
-      const ModelStorage& storage = {});
-  const FlatLayout& layout() const override { return layout_; }
-  Tensor<T>& params() override { return params_; }
-  Tensor<T>& grads() override { return grads_; }
-  void bind_unit(size_t u, T* params, T* grads) override { layers_.at(u).bind(params, grads); }
-  void init_params(int64_t begin, int64_t end, T* out) const override;
-  double forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks = {},
-                          bool accumulate = false) override;
-
- private:
-  Backend<T>& be_;
-  uint64_t seed_;
-  FlatLayout layout_;
-  Tensor<T> params_, grads_;
-  std::vector<Linear<T>> layers_;
-  std::vector<Tensor<T>> pre_, post_;  // per layer: pre-activation h_l [B,O], post-GELU a_l
-  Tensor<T> grad_a_, grad_b_;          // ping-pong activation-gradient buffers [B, max width]
-  int64_t max_rows_;
-};
+std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
+                                                  uint64_t seed, const ModelShard& shard);
 
 }  // namespace pts

@@ -36,7 +36,8 @@ TEST(Mlp, GradientsMatchFiniteDifferences) {
   MemoryTracker mem;
   auto be = make_cpu_backend<double>();
   const int64_t rows = 6;
-  Mlp<double> m(w, *be, mem, 7, rows);
+  auto model = make_model<double>(w, *be, mem, 7);
+  Model<double>& m = *model;
   // Non-zero biases so their gradients flow through GELU at generic points.
   for (int64_t i = 0; i < m.num_params(); ++i) m.params()[i] += 0.01 * std::sin(double(i));
   TeacherData data(w, 7);
@@ -66,7 +67,8 @@ TEST(Mlp, HooksRunAroundEveryUnitInOrder) {
   const WorkloadSpec& w = tiny();
   MemoryTracker mem;
   auto be = make_cpu_backend<double>();
-  Mlp<double> m(w, *be, mem, 1, 4);
+  auto model = make_model<double>(w, *be, mem, 1);
+  Model<double>& m = *model;
   Batch<double> b = make_batch<double>(w, mem, 4);
   TeacherData(w, 1).fill(0, 4, 0, 4, b);
   std::vector<std::string> seen;
@@ -115,7 +117,8 @@ TEST(Mlp, LossFallsUnderSingleDeviceTraining) {
   MemoryTracker mem;
   auto be = make_cpu_backend<double>();
   const int64_t batch = 64;
-  Mlp<double> m(w, *be, mem, 3, batch);
+  auto model = make_model<double>(w, *be, mem, 3);
+  Model<double>& m = *model;
   Optimizer<double> opt({"sgd", 0.1, 0.9}, *be, mem, m.num_params());
   TeacherData data(w, 3);
   Batch<double> b = make_batch<double>(w, mem, batch);

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "workloads/gpt.hpp"
 #include "workloads/mlp.hpp"
 
 namespace pts {
 
-int64_t WorkloadSpec::num_params() const { return mlp_num_params(*this); }
+int64_t WorkloadSpec::num_params() const { return is_gpt() ? gpt_num_params(*this) : mlp_num_params(*this); }
 
 double WorkloadSpec::flops_per_sample() const {
+  if (is_gpt()) return gpt_flops_per_sample(*this);
   double f = 0;
   int64_t in = in_dim;
   for (int64_t l = 0; l <= hidden_layers; ++l) {
@@ -26,6 +28,11 @@ const std::vector<WorkloadSpec>& builtin_workloads() {
       {"mlp-small", "mlp", "MLP 256 -> 3 x 256 -> 16 classes", 256, 256, 3, 16},
       {"mlp-medium", "mlp", "MLP 1024 -> 4 x 1024 -> 32 classes; the benchmark shape (batch 256)",
        1024, 1024, 4, 32},
+      {"gpt-tiny", "gpt", "GPT L=4 H=4 C=32 S=16 V=90; seconds on 8 oversubscribed ranks", 0, 0, 0, 0, 4, 4, 32, 16, 90},
+      {"gpt-small", "gpt", "GPT L=8 H=4 C=256 S=128 V=256; the benchmark shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128,
+       256},
+      {"gpt2-124m", "gpt", "GPT-2 small L=12 H=12 C=768 S=1024 V=50257, untied head; for clusters", 0, 0, 0, 0, 12, 12,
+       768, 1024, 50257},
   };
   return specs;
 }
@@ -48,14 +55,29 @@ int64_t FlatLayout::largest_padded_unit() const {
   return m;
 }
 
+int64_t num_blocks(const WorkloadSpec& spec) { return spec.is_gpt() ? spec.layers + 2 : spec.hidden_layers + 1; }
+
 template <class T>
-std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                     uint64_t seed, int64_t max_rows, const ModelStorage& storage) {
-  return std::make_unique<Mlp<T>>(spec, backend, mem, seed, max_rows, storage);
+std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem, uint64_t seed,
+                                     const ModelStorage& storage, const ModelShard& shard) {
+  auto all = spec.is_gpt() ? gpt_blocks<T>(spec, backend, mem, seed, shard) : mlp_blocks<T>(spec, backend, mem, seed, shard);
+  const int n = static_cast<int>(all.size());
+  const int first = shard.first_block, end = shard.end_block < 0 ? n : shard.end_block;
+  PTS_REQUIRE(0 <= first && first < end && end <= n, "stage blocks out of range");
+  std::vector<int64_t> canonical;
+  int64_t off = 0;
+  for (int b = 0; b < end; ++b) {
+    if (b >= first) canonical.push_back(off);
+    off += all[b]->canonical_numel();
+  }
+  const int64_t in_per_row = first > 0 ? all[first - 1]->out_per_row() : 0;
+  std::vector<std::unique_ptr<Block<T>>> mine;
+  for (int b = first; b < end; ++b) mine.push_back(std::move(all[b]));
+  return std::make_unique<Model<T>>(std::move(mine), std::move(canonical), backend, mem, storage, in_per_row, end == n);
 }
 template std::unique_ptr<Model<float>> make_model(const WorkloadSpec&, Backend<float>&, MemoryTracker&, uint64_t,
-                                                  int64_t, const ModelStorage&);
+                                                  const ModelStorage&, const ModelShard&);
 template std::unique_ptr<Model<double>> make_model(const WorkloadSpec&, Backend<double>&, MemoryTracker&, uint64_t,
-                                                   int64_t, const ModelStorage&);
+                                                   const ModelStorage&, const ModelShard&);
 
 }  // namespace pts

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/backend/backend.hpp"
+#include "core/comm/comm.hpp"
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
 
@@ -16,13 +17,19 @@ namespace pts {
 
 struct WorkloadSpec {
   std::string name;
-  std::string kind;  // "mlp"
+  std::string kind;  // "mlp" | "gpt"
   std::string description;
+  // mlp: input dim, hidden width, hidden layers, classes.
   int64_t in_dim = 0, width = 0, hidden_layers = 0, classes = 0;
+  // gpt: layers L, heads H, embedding width C, sequence length S, vocabulary V.
+  int64_t layers = 0, heads = 0, embd = 0, seq = 0, vocab = 0;
+  bool is_gpt() const { return kind == "gpt"; }
   int64_t num_params() const;
+  // Positions a sample contributes to the loss (gpt: seq tokens; mlp: 1).
+  int64_t positions() const { return is_gpt() ? seq : 1; }
   // Matmul FLOPs one sample costs in a training step, counting only the gemms actually
   // executed: forward 2*in*out, weight grad 2*in*out, input grad 2*in*out (not for the
-  // first layer, whose input needs no gradient).
+  // first layer, whose input needs no gradient); gpt adds attention's q k^T and p v.
   double flops_per_sample() const;
 };
 
@@ -31,9 +38,12 @@ const std::vector<WorkloadSpec>& builtin_workloads();
 const WorkloadSpec* find_workload(const std::string& name);
 
 // One sample batch: inputs [rows, in_dim] and integer class labels.
+// One sample batch. mlp: inputs x[rows, in_dim] and a class label per row. gpt: tokens
+// [rows, seq] and the next token as the label of every position, labels[rows, seq].
 template <class T>
 struct Batch {
   Tensor<T> x;
+  std::vector<int32_t> tokens;
   std::vector<int32_t> labels;
   int64_t rows = 0;
 };
@@ -73,31 +83,134 @@ struct ModelStorage {
   bool own_params = true, own_grads = true;
 };
 
+// Test-only faults a planted-bug strategy switches on to prove the checks catch them.
+struct ModelFaults {
+  bool skip_row_reduce = false;   // a row-parallel layer leaves out its all-reduce
+  int64_t vocab_shift = 0;        // vocabulary shards start this many rows off
+};
+
+// The part of the model this rank holds: tensor-parallel shard `tp` (null: the whole width)
+// of the blocks [first_block, end_block) (end -1: to the last), one pipeline stage.
+struct ModelShard {
+  Comm* tp = nullptr;
+  int first_block = 0, end_block = -1;
+  ModelFaults faults;
+  int tp_rank() const { return tp ? tp->rank() : 0; }
+  int tp_size() const { return tp ? tp->size() : 1; }
+};
+
+// Local unpadded flat elements [local, local + count) are canonical [canonical, canonical + count).
+struct Segment {
+  int64_t local = 0, canonical = 0, count = 0;
+};
+
+// A collective the model issues itself per microbatch (tensor parallelism), for the
+// strategy's communication formula.
+struct TpCollective {
+  CommOp op;
+  int64_t calls = 0, payload_bytes = 0;
+};
+
+// A microbatch: rows [row0, row0 + rows) of `batch`; its loss is a sum over rows / norm.
+template <class T>
+struct Micro {
+  const Batch<T>* batch = nullptr;
+  int64_t row0 = 0, rows = 0;
+  double norm = 1;
+};
+
+// One unit of a model: its parameters (a contiguous slice of the flat buffer), forward
+// (saving what backward needs under a microbatch slot) and backward (freeing it).
+template <class T>
+class Block {
+ public:
+  virtual ~Block() = default;
+  virtual int64_t numel() const = 0;            // local (this shard's) parameter elements
+  virtual int64_t canonical_numel() const = 0;  // the unsharded block's
+  virtual void bind(T* params, T* grads) = 0;   // either may be null: unchanged
+  // Initial values of local elements [begin, end): a pure function of (seed, tensor,
+  // canonical index), so a shard generates exactly its slice of the oracle's weights.
+  virtual void init(int64_t begin, int64_t end, T* out) const = 0;
+  // Appends where the local elements sit in the canonical vector (block's canonical offset
+  // `canonical`, local offset `local`). Replicated tensors are listed by tp rank 0 only.
+  virtual void segments(int64_t local, int64_t canonical, std::vector<Segment>& out) const = 0;
+  virtual int64_t out_per_row() const = 0;  // output activation elements per row; 0: the loss
+  // in is the previous block's output (null for the model's first block, which reads the
+  // batch). Returns the microbatch's loss for the loss block, else 0.
+  virtual double forward(int slot, const Micro<T>& mb, const T* in, T* out) = 0;
+  // dout (scratch: the block may overwrite it) is null for the loss block; din is null when
+  // the input gradient is not needed. Gradients are written, or added when `accumulate`.
+  virtual void backward(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate) = 0;
+  // Activation bytes forward saves for backward for a microbatch of `rows` rows (freed by
+  // backward); everything else a block allocates while it runs is workspace.
+  virtual int64_t saved_bytes(int64_t rows) const = 0;
+  // Collectives forward + backward issue for a microbatch of `rows` rows.
+  virtual void tp_comm(int64_t /*rows*/, std::vector<TpCollective>& /*out*/) const {}
+};
+
+// A model, or one pipeline stage / tensor-parallel shard of it: a sequence of blocks (one
+// unit each) over one flat parameter buffer and one gradient buffer.
 template <class T>
 class Model {
  public:
-  virtual ~Model() = default;
-  int64_t num_params() const { return layout().units.back().offset + layout().units.back().numel; }
-  virtual const FlatLayout& layout() const = 0;
+  // blocks: this shard's blocks; canonical[i]: offset of block i in the full model's vector;
+  // in_per_row: elements per row of the stage's input (0: the first stage reads the batch).
+  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
+        MemoryTracker& mem, const ModelStorage& storage, int64_t in_per_row, bool last_stage);
+  int64_t num_params() const { return layout_.units.back().offset + layout_.units.back().numel; }
+  const FlatLayout& layout() const { return layout_; }
   // The owned flat buffers in the padded layout (empty tensors when not owned).
-  virtual Tensor<T>& params() = 0;
-  virtual Tensor<T>& grads() = 0;
+  Tensor<T>& params() { return params_; }
+  Tensor<T>& grads() { return grads_; }
   // Points unit u's parameters and/or gradients (either may be null: unchanged) at
   // external storage of layout().units[u].numel elements.
-  virtual void bind_unit(size_t u, T* params, T* grads) = 0;
-  // The initial value of canonical parameters [begin, end) into out: a pure function of
-  // (seed, unit, index), so a shard generates exactly its slice.
-  virtual void init_params(int64_t begin, int64_t end, T* out) const = 0;
-  // Forward and backward on `batch`: writes the gradients, or adds to them when
-  // `accumulate` (microbatches). The loss is a sum over the batch divided by `norm`.
-  virtual double forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks = {},
-                                  bool accumulate = false) = 0;
+  void bind_unit(size_t u, T* params, T* grads) { blocks_.at(u)->bind(params, grads); }
+  // The initial value of local (unpadded flat) parameters [begin, end) into out.
+  void init_params(int64_t begin, int64_t end, T* out) const;
+  // Local unpadded flat order -> canonical full-model order.
+  std::vector<Segment> segments() const;
+  bool first_stage() const { return first_; }
+  bool last_stage() const { return last_; }
+  // Activation elements per row entering (0 on the first stage) and leaving (0 on the last).
+  int64_t in_per_row() const { return in_per_row_; }
+  int64_t out_per_row() const { return blocks_.back()->out_per_row(); }
+  std::vector<TpCollective> tp_comm(int64_t rows) const;
+  // Activation bytes one microbatch of `rows` rows holds from its forward to its backward:
+  // what the blocks save, the outputs passed between them, and the stage's input.
+  int64_t activation_bytes(int64_t rows) const;
+
+  // One microbatch through this stage. forward keeps what backward needs under `slot`
+  // until backward(slot) frees it. in: the previous stage's output (null on the first
+  // stage), kept alive by the caller until backward; out: this stage's output (ignored on
+  // the last). backward: dout null on the last stage (scratch otherwise), din null on the
+  // first. Hooks run around every unit (backward in reverse order). Returns the loss on
+  // the last stage, else 0.
+  double forward(int slot, const Micro<T>& mb, const T* in, T* out, const UnitHooks& hooks = {});
+  void backward(int slot, const Micro<T>& mb, T* dout, T* din, const UnitHooks& hooks = {}, bool accumulate = false);
+  // The whole batch as one microbatch on a single-stage model.
+  double forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks = {}, bool accumulate = false);
+
+ private:
+  std::vector<std::unique_ptr<Block<T>>> blocks_;
+  std::vector<int64_t> canonical_;
+  Backend<T>& be_;
+  MemoryTracker& mem_;
+  FlatLayout layout_;
+  Tensor<T> params_, grads_;
+  bool first_, last_;
+  int64_t in_per_row_ = 0;
+  std::vector<std::vector<Tensor<T>>> outs_;  // [slot][block]: outputs of all but the last block
+  std::vector<const T*> ins_;                 // [slot]: the stage's input
+  Tensor<T> grad_a_, grad_b_;                 // ping-pong activation gradients
 };
 
-// Builds the model of `spec` for batches of up to `max_rows` samples; owned parameters
-// are initialised from (seed, unit, element index), as the single-device oracle does.
+// Builds `shard` of the model of `spec`; owned parameters are initialised from (seed,
+// tensor, canonical index), as the single-device oracle does.
 template <class T>
 std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                     uint64_t seed, int64_t max_rows, const ModelStorage& storage = {});
+                                     uint64_t seed, const ModelStorage& storage = {}, const ModelShard& shard = {});
+
+// Blocks in the full model (mlp: hidden layers + head; gpt: embedding, L blocks, head).
+int64_t num_blocks(const WorkloadSpec& spec);
 
 }  // namespace pts

@@ -36,9 +36,54 @@ class Backend {
   virtual void gelu_backward(const T* x, const T* dy, T* dx, int64_t n) = 0;
   // Softmax cross-entropy of logits[B,N] against labels[B]: returns sum(loss) / norm and
   // writes dlogits = (softmax - onehot) / norm. norm is the number of samples the loss is
-  // a mean over (the local batch; data parallelism then averages over ranks).
+  // a mean over (the local batch; data parallelism then averages over ranks). dlogits may
+  // alias logits.
   virtual double softmax_xent(const T* logits, const int32_t* labels, int64_t rows, int64_t cols,
                               double norm, T* dlogits) = 0;
+  // y[i] += x[i].
+  virtual void add(T* y, const T* x, int64_t n) = 0;
+
+  // --- Transformer ops. R = rows (tokens), N = features; B = sequences, S = sequence
+  // length, H = heads, D = head dim. ---
+
+  // LayerNorm over each row of x[R,N] (biased variance): y = (x - mean) * rstd * gamma + beta,
+  // rstd = 1 / sqrt(var + eps). Saves mean[R] and rstd[R] for backward.
+  virtual void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int64_t rows,
+                                 int64_t n, double eps) = 0;
+  // Accumulates: dx += dL/dx, dgamma += sum_r dy * xhat, dbeta += sum_r dy.
+  virtual void layernorm_backward(const T* x, const T* gamma, const T* mean, const T* rstd, const T* dy, T* dx,
+                                  T* dgamma, T* dbeta, int64_t rows, int64_t n) = 0;
+  // Causal multi-head self-attention. qkv[B,S,3*H*D] holds, per token, the q, k and v
+  // blocks of H*D columns each (head h at columns h*D .. h*D+D-1 of its block);
+  // out[B,S,H*D] = softmax(q k^T / sqrt(D), masked to keys <= query) v, heads in the same
+  // column order. att[B,H,S,S] saves the probabilities (zero above the diagonal).
+  virtual void attention_forward(const T* qkv, T* out, T* att, int64_t batch, int64_t seq, int64_t heads,
+                                 int64_t head_dim) = 0;
+  // dqkv[B,S,3*H*D] (overwritten) from dout[B,S,H*D], the saved att and qkv.
+  virtual void attention_backward(const T* qkv, const T* att, const T* dout, T* dqkv, int64_t batch, int64_t seq,
+                                  int64_t heads, int64_t head_dim) = 0;
+  // Row lookup in a table holding rows [v_begin, v_begin + v_count) of an embedding:
+  // out[r,:] (+)= table[ids[r] - v_begin, :] when ids[r] is in range, else (+)= 0.
+  virtual void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin,
+                                 int64_t v_count, int64_t n, T* out, bool accumulate) = 0;
+  // dtable[ids[r] - v_begin, :] += dout[r, :] for ids in range.
+  virtual void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int64_t v_begin,
+                                  int64_t v_count, int64_t n, T* dtable) = 0;
+  // Cross-entropy over logits split by columns (vocabulary-parallel): this rank holds
+  // columns [v_begin, v_begin + cols) of logits[R, V].
+  // mx[r] = max_j x[r,j] (-inf for cols == 0).
+  virtual void row_max(const T* x, T* mx, int64_t rows, int64_t cols) = 0;
+  // sumexp[r] = sum_j exp(x[r,j] - shift[r]); target[r] = x[r, labels[r] - v_begin] - shift[r]
+  // when labels[r] is in range, else 0. shift is the global row max.
+  virtual void xent_partials(const T* logits, const int32_t* labels, const T* shift, int64_t rows, int64_t cols,
+                             int64_t v_begin, T* sumexp, T* target) = 0;
+  // With sumexp and target summed over all ranks: returns sum_r (log sumexp[r] - target[r]) / norm
+  // and writes dlogits[r,j] = (exp(x[r,j] - shift[r]) / sumexp[r] - [j == labels[r] - v_begin]) / norm;
+  // dlogits may alias logits.
+  virtual double xent_finish(const T* logits, const int32_t* labels, const T* shift, const T* sumexp,
+                             const T* target, int64_t rows, int64_t cols, int64_t v_begin, double norm,
+                             T* dlogits) = 0;
+
   // x *= alpha.
   virtual void scale(T* x, T alpha, int64_t n) = 0;
   // SGD with momentum and L2 weight decay (PyTorch's form):

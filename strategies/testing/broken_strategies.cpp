@@ -22,8 +22,8 @@ class SkipsFirstBucket final : public DataParallel<T> {
 template <class T>
 class KeepsGradientCopy final : public DataParallel<T> {
  public:
-  KeepsGradientCopy(const StrategyContext<T>& ctx, int stage)
-      : DataParallel<T>(ctx, stage), copy_(ctx.memory, MemCategory::grad, {ctx.workload.num_params()}) {}
+  KeepsGradientCopy(const StrategyContext<T>& ctx, ParallelPreset preset)
+      : DataParallel<T>(ctx, preset), copy_(ctx.memory, MemCategory::grad, {ctx.workload.num_params()}) {}
 
  private:
   Tensor<T> copy_;
@@ -56,16 +56,44 @@ class GathersTwice final : public DataParallel<T> {
   int gathers_before_backward() const override { return 2; }
 };
 
+// 1F1B that loses the last microbatch's gradient contribution.
+template <class T>
+class DropsLastMicrobatch final : public Pipeline<T> {
+ public:
+  using Pipeline<T>::Pipeline;
+  bool keep_gradient(int micro) const override { return micro + 1 < this->micro(); }
+};
+
+template <class T>
+class DropsLastMicrobatchTrainer final : public DataParallel<T> {
+ public:
+  DropsLastMicrobatchTrainer(const StrategyContext<T>& ctx, ParallelPreset preset)
+      : DataParallel<T>(ctx, preset), ctx_(ctx), preset_(preset) {}
+  std::unique_ptr<Pipeline<T>> make_pipeline() override {
+    return std::make_unique<DropsLastMicrobatch<T>>(ctx_, this->replica(), preset_.schedule, microbatches_of(ctx_.config));
+  }
+
+ private:
+  StrategyContext<T> ctx_;
+  ParallelPreset preset_;
+};
+
 }  // namespace
 
 void add_broken_strategies(StrategyRegistry& r) {
-  r.add(data_parallel_entry<SumsGradients>("ddp-sum", "BROKEN: sums gradients instead of averaging", 0));
-  r.add(data_parallel_entry<SkipsFirstBucket>("ddp-skip-bucket", "BROKEN: skips the first bucket", 0));
-  r.add(data_parallel_entry<KeepsGradientCopy>("ddp-leak", "BROKEN: holds an extra gradient copy", 0));
-  r.add(data_parallel_entry<ShiftsShard>("zero1-shard-shift", "BROKEN: shard update one element off", 1));
-  r.add(data_parallel_entry<ShiftsShard>("zero2-shard-shift", "BROKEN: shard update one element off", 2));
-  r.add(data_parallel_entry<NeverFreesUnits>("fsdp-no-free", "BROKEN: never frees gathered units", 3));
-  r.add(data_parallel_entry<GathersTwice>("fsdp-double-gather", "BROKEN: gathers twice before backward", 3));
+  r.add(parallel_entry<SumsGradients>("ddp-sum", "BROKEN: sums gradients instead of averaging", "dp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<SkipsFirstBucket>("ddp-skip-bucket", "BROKEN: skips the first bucket", "dp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<KeepsGradientCopy>("ddp-leak", "BROKEN: holds an extra gradient copy", "dp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<ShiftsShard>("zero1-shard-shift", "BROKEN: shard update one element off", "dp", ParallelPreset{1, "1f1b", {}}));
+  r.add(parallel_entry<ShiftsShard>("zero2-shard-shift", "BROKEN: shard update one element off", "dp", ParallelPreset{2, "1f1b", {}}));
+  r.add(parallel_entry<NeverFreesUnits>("fsdp-no-free", "BROKEN: never frees gathered units", "dp", ParallelPreset{3, "1f1b", {}}));
+  r.add(parallel_entry<GathersTwice>("fsdp-double-gather", "BROKEN: gathers twice before backward", "dp", ParallelPreset{3, "1f1b", {}}));
+  r.add(parallel_entry<DataParallel>("tp-no-row-reduce", "BROKEN: attention's row-parallel projection skips its all-reduce",
+                                     "tp", ParallelPreset{0, "1f1b", {true, 0}}));
+  r.add(parallel_entry<DataParallel>("tp-vocab-shift", "BROKEN: vocabulary shards looked up one row off", "tp",
+                                     ParallelPreset{0, "1f1b", {false, 1}}));
+  r.add(parallel_entry<DropsLastMicrobatchTrainer>("pp-1f1b-drop-last", "BROKEN: 1F1B drops the last microbatch's gradient",
+                                                   "pp", ParallelPreset{0, "1f1b", {}}));
 }
 
 }  // namespace pts

@@ -1,0 +1,181 @@
+#include "strategies/pipeline_parallel.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+std::vector<PipeStep> pipeline_schedule(const std::string& schedule, int stage, int stages, int micro) {
+  std::vector<PipeStep> out;
+  if (schedule == "gpipe") {
+    for (int k = 0; k < micro; ++k) out.push_back({true, k});
+    for (int k = 0; k < micro; ++k) out.push_back({false, k});
+    return out;
+  }
+  const int warmup = std::min(stages - stage - 1, micro);
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) out.push_back({true, f});
+  while (f < micro) {
+    out.push_back({true, f++});
+    out.push_back({false, b++});
+  }
+  while (b < micro) out.push_back({false, b++});
+  return out;
+}
+
+int pipeline_in_flight(const std::string& schedule, int stage, int stages, int micro) {
+  return schedule == "gpipe" ? micro : std::min(stages - stage, micro);
+}
+
+double bubble_theory(int stages, int micro) { return double(stages - 1) / double(micro + stages - 1); }
+
+std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages, const std::vector<int>& stage_layers) {
+  // Layers that may be spread: transformer blocks (gpt; embedding and head ride along) or
+  // hidden layers (mlp; the head rides along on the last stage).
+  const int layers = static_cast<int>(w.is_gpt() ? w.layers : w.hidden_layers);
+  const int lead = w.is_gpt() ? 1 : 0;  // blocks before the layers
+  std::vector<int> per = stage_layers;
+  if (per.empty()) {
+    if (layers < stages && !(w.is_gpt() && layers + 2 >= stages))
+      throw CaseError("pp", "pp " + std::to_string(stages) + " needs at least " + std::to_string(stages) + " layers; " +
+                                w.name + " has " + std::to_string(layers));
+    for (int s = 0; s < stages; ++s) per.push_back(layers / stages + (s < layers % stages ? 1 : 0));
+  }
+  if (static_cast<int>(per.size()) != stages)
+    throw CaseError("stage_layers", "stage_layers lists " + std::to_string(per.size()) + " stages but pp is " +
+                                        std::to_string(stages));
+  if (std::accumulate(per.begin(), per.end(), 0) != layers)
+    throw CaseError("stage_layers", "stage_layers sums to " + std::to_string(std::accumulate(per.begin(), per.end(), 0)) +
+                                        " but " + w.name + " has " + std::to_string(layers) + " layers");
+  std::vector<std::pair<int, int>> out;
+  int next = 0;
+  for (int s = 0; s < stages; ++s) {
+    if (per[s] < 0) throw CaseError("stage_layers", "stage_layers has a negative count");
+    const int first = s == 0 ? 0 : lead + next;
+    next += per[s];
+    const int end = s + 1 == stages ? static_cast<int>(num_blocks(w)) : lead + next;
+    if (end <= first)
+      throw CaseError("stage_layers", "stage " + std::to_string(s) + " of " + std::to_string(stages) +
+                                          " would hold no block of " + w.name);
+    out.emplace_back(first, end);
+  }
+  return out;
+}
+
+template <class T>
+Pipeline<T>::Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::string schedule, int micro)
+    : ctx_(ctx), replica_(replica), pp_(ctx.mesh.pp()), schedule_(std::move(schedule)), micro_(micro),
+      stage_(ctx.mesh.coord().pp), stages_(ctx.mesh.layout().pp),
+      rows_(replica.batch().rows / micro) {
+  inputs_.resize(micro_);
+}
+
+template <class T>
+Micro<T> Pipeline<T>::micro_batch(int k) const {
+  return {&replica_.batch(), k * rows_, rows_, static_cast<double>(replica_.batch().rows)};
+}
+
+template <class T>
+void Pipeline<T>::reap_sends(bool all) {
+  std::erase_if(sends_, [&](Send& s) {
+    if (!all && !s.req->test()) return false;
+    s.req->wait();
+    return true;
+  });
+}
+
+template <class T>
+double Pipeline<T>::run(const UnitHooks& hooks) {
+  using Clock = std::chrono::steady_clock;
+  Model<T>& m = replica_.model();
+  const bool first = m.first_stage(), last = m.last_stage();
+  const int64_t in_elems = rows_ * m.in_per_row(), out_elems = rows_ * m.out_per_row();
+  const int m_ = micro_;
+  double loss = 0;
+  busy_s_ = 0;
+  auto timed = [&](auto&& fn) {
+    auto t0 = Clock::now();
+    fn();
+    busy_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  };
+  Tensor<T> grad_in;  // the gradient received from the next stage
+  std::vector<T> saved_grads;
+  for (const PipeStep& st : pipeline_schedule(schedule_, stage_, stages_, m_)) {
+    const int k = st.micro;
+    const Micro<T> mb = micro_batch(k);
+    if (st.forward) {
+      UnitHooks h;
+      if (k == 0) h.before_forward = hooks.before_forward;
+      if (k == m_ - 1) h.after_forward = hooks.after_forward;
+      const T* in = nullptr;
+      if (!first) {
+        inputs_[k] = Tensor<T>(ctx_.memory, MemCategory::activation, {in_elems});
+        pp_.recv(inputs_[k].data(), in_elems, dtype_of<T>(), stage_ - 1, k);
+        in = inputs_[k].data();
+      }
+      Send s;
+      if (!last) s.buf = Tensor<T>(ctx_.memory, MemCategory::workspace, {out_elems});
+      timed([&] { loss += m.forward(k, mb, in, last ? nullptr : s.buf.data(), h); });
+      if (!last) {
+        s.req = pp_.isend(s.buf.data(), out_elems, dtype_of<T>(), stage_ + 1, k);
+        sends_.push_back(std::move(s));
+      }
+    } else {
+      UnitHooks h;
+      if (k == 0) h.before_backward = hooks.before_backward;
+      if (k == m_ - 1) h.after_backward = hooks.after_backward;
+      T* dout = nullptr;
+      if (!last) {
+        grad_in = Tensor<T>(ctx_.memory, MemCategory::workspace, {out_elems});
+        pp_.recv(grad_in.data(), out_elems, dtype_of<T>(), stage_ + 1, m_ + k);
+        dout = grad_in.data();
+      }
+      Send s;
+      if (!first) s.buf = Tensor<T>(ctx_.memory, MemCategory::workspace, {in_elems});
+      const bool keep = keep_gradient(k);
+      if (!keep) saved_grads.assign(m.grads().data(), m.grads().data() + m.grads().numel());
+      timed([&] { m.backward(k, mb, dout, first ? nullptr : s.buf.data(), h, k > 0); });
+      if (!keep) std::copy(saved_grads.begin(), saved_grads.end(), m.grads().data());
+      inputs_[k] = Tensor<T>();
+      if (!first) {
+        s.req = pp_.isend(s.buf.data(), in_elems, dtype_of<T>(), stage_ - 1, m_ + k);
+        sends_.push_back(std::move(s));
+      }
+    }
+    reap_sends(false);
+  }
+  reap_sends(true);
+  return last ? loss : 0;
+}
+
+template <class T>
+std::vector<ExpectedOp> Pipeline<T>::expected_comm() const {
+  std::vector<ExpectedOp> out;
+  const Model<T>& m = replica_.model();
+  const uint64_t s = sizeof(T), k = static_cast<uint64_t>(micro_);
+  // Sends and receives of one direction pair: activations out and their gradients back in,
+  // or the input in and its gradient back out; both the same size.
+  uint64_t sends = 0, send_bytes = 0;
+  if (!m.last_stage()) sends += k, send_bytes += k * static_cast<uint64_t>(rows_ * m.out_per_row()) * s;
+  if (!m.first_stage()) sends += k, send_bytes += k * static_cast<uint64_t>(rows_ * m.in_per_row()) * s;
+  if (sends > 0) {
+    out.push_back({"pp", CommOp::send, stages_, sends, send_bytes});
+    out.push_back({"pp", CommOp::recv, stages_, sends, send_bytes});
+  }
+  const int tp = ctx_.mesh.layout().tp;
+  for (const TpCollective& c : m.tp_comm(rows_))
+    out.push_back({"tp", c.op, tp, static_cast<uint64_t>(c.calls) * k, static_cast<uint64_t>(c.payload_bytes) * k});
+  return out;
+}
+
+template <class T>
+int64_t Pipeline<T>::expected_activation() const {
+  return pipeline_in_flight(schedule_, stage_, stages_, micro_) * replica_.model().activation_bytes(rows_);
+}
+
+template class Pipeline<float>;
+template class Pipeline<double>;
+
+}  // namespace pts

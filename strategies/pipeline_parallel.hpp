@@ -1,0 +1,84 @@
+// The pipeline axis: the model's blocks split into pp contiguous stages (the embedding or
+// first layer on stage 0, the head on the last), a replica's batch split into m
+// microbatches, activations sent forward and their gradients backward between neighbouring
+// stages. Schedules (stage s of p, microbatches 0..m-1, F = forward, B = backward):
+//   gpipe  F0 F1 ... F(m-1) B0 B1 ... B(m-1)          (Huang et al., 2019)
+//   1f1b   min(p-s-1, m) warm-up forwards, then alternate one forward and one backward,
+//          then the remaining backwards                (Narayanan et al., PipeDream-Flush)
+// Both leave the same bubble, (p-1)/(m+p-1) of the step idle per stage on uniform stages;
+// 1f1b holds at most min(p-s, m) microbatches of activations on stage s, gpipe m.
+// Each microbatch's loss is normalised by the replica's whole batch, so the accumulated
+// gradients are the full-batch gradient.
+//
+// Bytes per step per rank, a = rows/m x (elements per row crossing the boundary) x s:
+//   stage s < p-1: m sends of a (activations) and m receives of a (their gradients)
+//   stage s > 0:   m receives and m sends of its input's a
+// Memory: activation peak = in_flight(s) x (bytes one microbatch holds on the stage): what
+// its blocks save, the outputs passed between them and the received input. Buffers of
+// sends in flight and received gradients are workspace (comm is fsdp's gathered units).
+#pragma once
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "strategies/replica.hpp"
+#include "strategies/strategy.hpp"
+
+namespace pts {
+
+struct PipeStep {
+  bool forward = true;
+  int micro = 0;
+};
+// The order of forward and backward microbatches stage `stage` of `stages` runs.
+std::vector<PipeStep> pipeline_schedule(const std::string& schedule, int stage, int stages, int micro);
+// Most microbatches forwarded but not yet backwarded at once on `stage`.
+int pipeline_in_flight(const std::string& schedule, int stage, int stages, int micro);
+// (p-1)/(m+p-1).
+double bubble_theory(int stages, int micro);
+// Block range [first, end) of every stage. stage_layers (empty: balanced) gives the number
+// of transformer layers (gpt) or hidden layers (mlp) per stage; the embedding joins the first
+// stage and the head the last. Throws CaseError when the layout does not fit the model.
+std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages, const std::vector<int>& stage_layers);
+
+template <class T>
+class Pipeline {
+ public:
+  Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::string schedule, int micro);
+  virtual ~Pipeline() = default;
+  // One step's forward and backward of every microbatch on this stage. The hooks run around
+  // a unit's first forward (microbatch 0), last forward (m-1), first backward (0) and last
+  // backward (m-1), so data parallelism sees each unit once per step. Returns the summed
+  // microbatch losses on the last stage, 0 elsewhere.
+  double run(const UnitHooks& hooks);
+  double last_busy_s() const { return busy_s_; }  // seconds of compute in the last run
+  int micro() const { return micro_; }
+  bool last_stage() const { return replica_.model().last_stage(); }
+  // pp point-to-point plus the tensor-parallel collectives of every microbatch.
+  std::vector<ExpectedOp> expected_comm() const;
+  int64_t expected_activation() const;
+
+ protected:
+  // Test-only hook: false drops microbatch `micro`'s gradient (a planted bug).
+  virtual bool keep_gradient(int /*micro*/) const { return true; }
+
+ private:
+  Micro<T> micro_batch(int k) const;
+  void reap_sends(bool all);
+
+  StrategyContext<T> ctx_;
+  Replica<T>& replica_;
+  Comm& pp_;
+  std::string schedule_;
+  int micro_, stage_, stages_;
+  int64_t rows_;  // per microbatch
+  std::vector<Tensor<T>> inputs_;  // [micro]: the stage's received input, kept until backward
+  struct Send {
+    Tensor<T> buf;
+    RequestPtr req;
+  };
+  std::vector<Send> sends_;
+  double busy_s_ = 0;
+};
+
+}  // namespace pts

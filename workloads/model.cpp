@@ -1,0 +1,136 @@
+#include <algorithm>
+#include <cstring>
+
+#include "workloads/workload.hpp"
+
+namespace pts {
+
+template <class T>
+Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
+                MemoryTracker& mem, const ModelStorage& storage, int64_t in_per_row, bool last_stage)
+    : blocks_(std::move(blocks)), canonical_(std::move(canonical)), be_(backend), mem_(mem), first_(in_per_row == 0),
+      last_(last_stage), in_per_row_(in_per_row) {
+  PTS_REQUIRE(!blocks_.empty() && blocks_.size() == canonical_.size(), "a model needs at least one block");
+  int64_t off = 0;
+  for (const auto& b : blocks_) {
+    layout_.units.push_back({off, b->numel()});
+    off += b->numel();
+  }
+  layout_.pad_to = storage.pad_to;
+  if (storage.own_params) params_ = Tensor<T>(mem, MemCategory::param, {layout_.padded_total()});
+  if (storage.own_grads) grads_ = Tensor<T>(mem, MemCategory::grad, {layout_.padded_total()});
+  for (size_t u = 0; u < blocks_.size(); ++u) {
+    const int64_t p = layout_.padded_offset(u);
+    blocks_[u]->bind(storage.own_params ? params_.data() + p : nullptr, storage.own_grads ? grads_.data() + p : nullptr);
+    if (storage.own_params) blocks_[u]->init(0, layout_.units[u].numel, params_.data() + p);
+  }
+}
+
+template <class T>
+void Model<T>::init_params(int64_t begin, int64_t end, T* out) const {
+  for (size_t u = 0; u < blocks_.size(); ++u) {
+    const int64_t lo = std::max(begin, layout_.units[u].offset);
+    const int64_t hi = std::min(end, layout_.units[u].offset + layout_.units[u].numel);
+    if (lo < hi) blocks_[u]->init(lo - layout_.units[u].offset, hi - layout_.units[u].offset, out + (lo - begin));
+  }
+  for (int64_t i = std::max(begin, num_params()); i < end; ++i) out[i - begin] = T(0);
+}
+
+template <class T>
+std::vector<Segment> Model<T>::segments() const {
+  std::vector<Segment> out;
+  for (size_t u = 0; u < blocks_.size(); ++u) blocks_[u]->segments(layout_.units[u].offset, canonical_[u], out);
+  return out;
+}
+
+template <class T>
+std::vector<TpCollective> Model<T>::tp_comm(int64_t rows) const {
+  std::vector<TpCollective> all;
+  for (const auto& b : blocks_) b->tp_comm(rows, all);
+  // One entry per op.
+  std::vector<TpCollective> out;
+  for (const auto& c : all) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const TpCollective& o) { return o.op == c.op; });
+    if (it == out.end()) out.push_back(c);
+    else it->calls += c.calls, it->payload_bytes += c.payload_bytes;
+  }
+  return out;
+}
+
+template <class T>
+int64_t Model<T>::activation_bytes(int64_t rows) const {
+  int64_t elems = rows * in_per_row_;
+  for (size_t u = 0; u + 1 < blocks_.size(); ++u) elems += rows * blocks_[u]->out_per_row();
+  int64_t bytes = elems * static_cast<int64_t>(sizeof(T));
+  for (const auto& b : blocks_) bytes += b->saved_bytes(rows);
+  return bytes;
+}
+
+namespace {
+void call(const std::function<void(size_t)>& f, size_t u) {
+  if (f) f(u);
+}
+}  // namespace
+
+template <class T>
+double Model<T>::forward(int slot, const Micro<T>& mb, const T* in, T* out, const UnitHooks& hooks) {
+  PTS_REQUIRE(first_ == (in == nullptr), "a stage's input is the previous stage's output");
+  if (outs_.size() <= static_cast<size_t>(slot)) outs_.resize(slot + 1), ins_.resize(slot + 1);
+  ins_[slot] = in;
+  auto& outs = outs_[slot];
+  outs.resize(blocks_.size() - 1);
+  double loss = 0;
+  const T* x = in;
+  for (size_t u = 0; u < blocks_.size(); ++u) {
+    const bool last_block = u + 1 == blocks_.size();
+    T* y = last_block ? out : nullptr;
+    if (!last_block) {
+      outs[u] = Tensor<T>(mem_, MemCategory::activation, {mb.rows, blocks_[u]->out_per_row()});
+      y = outs[u].data();
+    }
+    call(hooks.before_forward, u);
+    loss += blocks_[u]->forward(slot, mb, x, y);
+    call(hooks.after_forward, u);
+    x = y;
+  }
+  return loss;
+}
+
+template <class T>
+void Model<T>::backward(int slot, const Micro<T>& mb, T* dout, T* din, const UnitHooks& hooks, bool accumulate) {
+  auto& outs = outs_.at(slot);
+  int64_t widest = in_per_row_;
+  for (size_t u = 0; u + 1 < blocks_.size(); ++u) widest = std::max(widest, blocks_[u]->out_per_row());
+  if (grad_a_.numel() < mb.rows * widest) {
+    grad_a_ = Tensor<T>(mem_, MemCategory::workspace, {mb.rows * widest});
+    grad_b_ = Tensor<T>(mem_, MemCategory::workspace, {mb.rows * widest});
+  }
+  T* dy = dout;
+  T* spare = grad_a_.data();
+  for (size_t u = blocks_.size(); u-- > 0;) {
+    const T* x = u > 0 ? outs[u - 1].data() : ins_[slot];
+    T* dx = u > 0 ? spare : din;
+    call(hooks.before_backward, u);
+    blocks_[u]->backward(slot, mb, x, dy, dx, accumulate);
+    call(hooks.after_backward, u);
+    if (u > 0) {
+      outs[u - 1] = Tensor<T>();  // block u's input is no longer needed
+      spare = dx == grad_a_.data() ? grad_b_.data() : grad_a_.data();
+      dy = dx;
+    }
+  }
+}
+
+template <class T>
+double Model<T>::forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks, bool accumulate) {
+  PTS_REQUIRE(first_ && last_, "forward_backward needs the whole model on one stage");
+  Micro<T> mb{&batch, 0, batch.rows, norm};
+  double loss = forward(0, mb, nullptr, nullptr, hooks);
+  backward(0, mb, nullptr, nullptr, hooks, accumulate);
+  return loss;
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace pts
