@@ -1,5 +1,6 @@
 // ptsuite_bench (Google Benchmark): this machine's single-thread sgemm peak and one fp32
-// training step of `single` on mlp-medium, through the same library code the trainer runs.
+// training step of `single` on mlp-medium and on gpt-small (16 sequences of 128 tokens),
+// through the same library code the trainer runs.
 // Both report flops_per_s; the step's share of the sgemm figure is its efficiency.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
@@ -49,6 +50,7 @@ void BM_Step(benchmark::State& state, const std::string& workload, int64_t batch
       benchmark::Counter(w.flops_per_sample() * batch, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK_CAPTURE(BM_Step, single/mlp-medium, std::string("mlp-medium"), 256)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Step, single/gpt-small, std::string("gpt-small"), 16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -110,6 +110,8 @@ run f "$BIN" list
 check "list exits 0 (got $rc)" test "$rc" -eq 0
 check "list names workload mlp-medium" has f.out "mlp-medium"
 check "list names strategy ddp" has f.out "ddp"
+check "list shows gpt2-124m with its untied head" has f.out "163037184 params"
+check "list names strategy hybrid" has f.out "hybrid"
 
 # (g) unknown subcommand.
 run g "$BIN" frobnicate
@@ -118,6 +120,44 @@ check "unknown subcommand exits non-zero (got $rc)" test "$rc" -ne 0
 # (h) schema prints the committed file.
 run h "$BIN" schema
 check "schema matches results/SCHEMA.md" cmp -s h.out "$REPO/results/SCHEMA.md"
+
+# (i) a llm.c-style uint16 token file trains single and tp 2 on gpt-tiny and passes the exact check.
+python3 - <<'PY'
+import struct
+tokens = [(i * 37 + i // 7) % 90 for i in range(2000)]
+header = [20240520, 1, len(tokens)] + [0] * 253
+with open("tokens.bin", "wb") as f:
+    f.write(struct.pack("<256i", *header))
+    f.write(struct.pack("<%dH" % len(tokens), *tokens))
+PY
+cat >tokens.toml <<'EOF'
+[defaults]
+workload = "gpt-tiny"
+data = "tokens.bin"
+steps = 2
+warmup_steps = 1
+global_batch = 4
+
+[[case]]
+strategy = "single"
+
+[[case]]
+strategy = "tp"
+tp = 2
+EOF
+run i "${NP2[@]}" run tokens.toml --out out_i --quiet
+check "token-file suite exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || { show i.out; show i.err; }
+verdicts() { python3 -c "import csv,sys; print(' '.join(r['case']+':'+r['verdict']+':'+r['check_exact'] for r in csv.DictReader(open(sys.argv[1]))))" "$1"; }
+check "token-file suite: both cases pass the exact check" test "$(verdicts out_i/cases.csv)" = "single:PASS:PASS tp:PASS:PASS"
+
+# (j) a token past the vocabulary: exit 2 naming the file and the position; nothing runs.
+python3 -c "import struct; open('bad.bin','wb').write(struct.pack('<40H', *([1]*39 + [95])))"
+sed 's/tokens.bin/bad.bin/' tokens.toml >bad.toml
+run j "${NP2[@]}" run bad.toml --out out_j --quiet
+check "bad token file exits 2 (got $rc)" test "$rc" -eq 2
+check "bad token file: stderr names the token" has j.err "bad.bin: token 95 at position 39 is out of range for vocabulary 90"
+check "bad token file: --out dir not created" test ! -e out_j
 
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"

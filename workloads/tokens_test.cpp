@@ -1,0 +1,142 @@
+// Token streams: the Markov chain is a pure function of (seed, step, sample) and follows
+// its successor table; token files (raw uint16 and llm.c's header) read back exactly, and
+// every malformed file is refused with a message naming the file and the problem.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+#include "core/error.hpp"
+#include "workloads/tokens.hpp"
+
+namespace pts {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(MarkovTokens, AnySliceEqualsTheWholeBatchAndStepsDiffer) {
+  MarkovTokens m(7, 50, 9);
+  const int64_t global = 12, len = 10;
+  std::vector<int32_t> whole(global * len), part(4 * len), next(global * len);
+  m.fill(3, global, 0, global, whole.data());
+  for (int64_t first : {0, 4, 8}) {
+    m.fill(3, global, first, 4, part.data());
+    for (int64_t i = 0; i < 4 * len; ++i) ASSERT_EQ(part[i], whole[first * len + i]);
+  }
+  m.fill(4, global, 0, global, next.data());
+  EXPECT_NE(next, whole);
+  std::vector<int32_t> again(global * len);
+  MarkovTokens(7, 50, 9).fill(3, global, 0, global, again.data());
+  EXPECT_EQ(again, whole);
+}
+
+TEST(MarkovTokens, FollowsItsSuccessorTable) {
+  const int64_t vocab = 5, len = 33;
+  MarkovTokens m(11, vocab, len - 1);
+  std::vector<int32_t> t(400 * len);
+  m.fill(0, 400, 0, 400, t.data());
+  // Every transition is one of the token's successors; successor 0 is taken about half the time.
+  int64_t first_choice = 0, transitions = 0;
+  for (int64_t s = 0; s < 400; ++s)
+    for (int64_t i = 1; i < len; ++i) {
+      const int32_t prev = t[s * len + i - 1], cur = t[s * len + i];
+      ASSERT_GE(cur, 0);
+      ASSERT_LT(cur, vocab);
+      bool found = false;
+      for (int j = 0; j < MarkovTokens::kSuccessors; ++j) found = found || m.successor(prev, j) == cur;
+      ASSERT_TRUE(found) << prev << " -> " << cur;
+      first_choice += cur == m.successor(prev, 0);
+      ++transitions;
+    }
+  // At least 0.5 (a later successor may equal the first); binomial sd ~0.004.
+  EXPECT_GT(double(first_choice) / transitions, 0.48);
+  // -(0.5 ln 0.5 + 0.25 ln 0.25 + 0.15 ln 0.15 + 0.1 ln 0.1)
+  EXPECT_NEAR(MarkovTokens::entropy_rate(), 1.2080, 1e-4);
+}
+
+class TokenFiles : public testing::Test {
+ protected:
+  fs::path dir = fs::temp_directory_path() / ("ptsuite-tokens-" + std::to_string(::getpid()));
+  void SetUp() override { fs::create_directories(dir); }
+  void TearDown() override { fs::remove_all(dir); }
+  std::string write(const std::string& name, const std::vector<uint16_t>& tokens, const std::vector<int32_t>& header = {},
+                    bool odd = false) {
+    std::string path = (dir / name).string();
+    std::ofstream out(path, std::ios::binary);
+    if (!header.empty()) {
+      std::vector<int32_t> h(256, 0);
+      std::copy(header.begin(), header.end(), h.begin());
+      out.write(reinterpret_cast<const char*>(h.data()), 1024);
+    }
+    for (uint16_t t : tokens) {
+      const char b[2] = {static_cast<char>(t & 0xff), static_cast<char>(t >> 8)};
+      out.write(b, 2);
+    }
+    if (odd) out.put('\0');
+    return path;
+  }
+  std::string error_of(const std::string& path, int64_t vocab, int64_t seq) {
+    try {
+      TokenFile f(path, vocab, seq);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "expected a ConfigError for " << path;
+    return "";
+  }
+};
+
+std::vector<uint16_t> ramp(int n, int mod) {
+  std::vector<uint16_t> v(n);
+  for (int i = 0; i < n; ++i) v[i] = static_cast<uint16_t>((i * 7 + 300) % mod);
+  return v;
+}
+
+TEST_F(TokenFiles, RawAndLlmcFilesReadBackTheirWindows) {
+  const auto tokens = ramp(50, 1000);
+  for (bool llmc : {false, true}) {
+    std::string path = llmc ? write("h.bin", tokens, {20240520, 1, 50}) : write("raw.bin", tokens);
+    TokenFile f(path, 1000, 4);
+    EXPECT_EQ(f.num_tokens(), 50);
+    EXPECT_NE(f.describe().find(path), std::string::npos);
+    std::vector<int32_t> out(3 * 5);
+    f.fill(2, 3, 1, 3, out.data());  // samples 7, 8, 9: windows at 28, 32, 36 (mod 46)
+    for (int s = 0; s < 3; ++s)
+      for (int t = 0; t < 5; ++t) EXPECT_EQ(out[s * 5 + t], tokens[((7 + s) * 4) % 46 + t]) << s << "," << t;
+  }
+  // Windows wrap around: sample 20 starts at 80 mod 46 = 34.
+  std::vector<int32_t> out(5);
+  TokenFile(write("raw2.bin", tokens), 1000, 4).fill(0, 21, 20, 1, out.data());
+  EXPECT_EQ(out[0], tokens[34]);
+}
+
+TEST_F(TokenFiles, MalformedFilesAreRefusedWithTheirProblem) {
+  auto has = [](const std::string& e, const std::string& what) { return e.find(what) != std::string::npos; };
+  const std::string missing = (dir / "missing.bin").string();
+  EXPECT_TRUE(has(error_of(missing, 100, 4), missing + ": cannot open"));
+  std::string e = error_of(write("odd.bin", ramp(10, 100), {}, true), 100, 4);
+  EXPECT_TRUE(has(e, "odd.bin: odd byte count 21"));
+  e = error_of(write("short.bin", ramp(4, 100)), 100, 4);
+  EXPECT_TRUE(has(e, "short.bin: too short, 4 tokens; a sample needs 5")) << e;
+  std::vector<uint16_t> big = ramp(10, 100);
+  big[6] = 100;
+  e = error_of(write("big.bin", big), 100, 4);
+  EXPECT_TRUE(has(e, "big.bin: token 100 at position 6 is out of range for vocabulary 100")) << e;
+  e = error_of(write("v2.bin", ramp(10, 100), {20240520, 2, 10}), 100, 4);
+  EXPECT_TRUE(has(e, "v2.bin: llm.c header version 2, expected 1")) << e;
+  e = error_of(write("count.bin", ramp(10, 100), {20240520, 1, 12}), 100, 4);
+  EXPECT_TRUE(has(e, "count.bin: llm.c header says 12 tokens but 20 bytes follow it")) << e;
+}
+
+TEST(TokenSources, SyntheticUnlessAPathIsGiven) {
+  EXPECT_NE(make_token_source("", 1, 10, 4)->describe().find("markov"), std::string::npos);
+  EXPECT_NE(make_token_source("synthetic", 1, 10, 4)->describe().find("markov"), std::string::npos);
+  EXPECT_THROW(make_token_source("/nonexistent.bin", 1, 10, 4), ConfigError);
+}
+
+}  // namespace
+}  // namespace pts
