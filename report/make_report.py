@@ -4,8 +4,9 @@
 Usage: python3 report/make_report.py RUN_DIR
 
 Reads the CSV files written by the ptsuite harness (cases.csv, steps.csv,
-comm.csv, memory.csv) and env.json, and writes RUN_DIR/report/index.html
-with the PNG plots it references (loss, throughput, exposed, comm, memory).
+comm.csv, memory.csv, stages.csv) and env.json, and writes
+RUN_DIR/report/index.html with the PNG plots it references (loss, throughput,
+exposed, comm, memory, layouts, bubble). stages.csv may be absent (older runs).
 Exits with status 2 and a message on stderr if a CSV file or a column it
 needs is missing. Optional columns (those newer runs add) may be absent: what
 needs them is shown as n/a.
@@ -39,6 +40,10 @@ PARTS = [
      ["case", "comm_bytes_per_step", "comm_bytes_expected"], []),
     ("memory.png", "Peak memory by category (max over ranks)", "memory.csv",
      ["case", "category", "peak_bytes"], []),
+    ("layouts.png", "Throughput and peak memory per rank, by layout (dp x tp x pp)", "cases.csv",
+     ["case", "peak_mem_bytes"], ["tokens_per_s", "dp", "tp", "pp"]),
+    ("bubble.png", "Pipeline bubble per stage: measured vs (p-1)/(m+p-1)", "stages.csv",
+     ["case", "stage", "bubble_frac", "bubble_theory"], []),
     ("comm", "Communication by op", "comm.csv",
      ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"], ["model_s"]),
 ]
@@ -46,9 +51,12 @@ PARTS = [
 # as "case (strategy)"; every plot keyed by case uses it when present.
 LABEL_COLUMN = "strategy"
 # Optional columns of the summary table, shown in this order when present in cases.csv.
-SUMMARY_COLUMNS = ["case", "strategy", "workload", "dtype", "dp", "tp", "pp", "verdict",
-                   "reason", "step_time_s", "samples_per_s", "comm_bytes_per_step",
+SUMMARY_COLUMNS = ["case", "strategy", "workload", "dtype", "dp", "tp", "pp", "microbatches",
+                   "schedule", "verdict", "reason", "step_time_s", "samples_per_s", "tokens_per_s",
+                   "bubble_frac", "bubble_theory", "comm_bytes_per_step",
                    "comm_bytes_expected", "max_rel_err", "err_ratio"]
+# Inputs that older runs do not have: a missing one is reported, not an error.
+OPTIONAL_FILES = {"stages.csv"}
 # Memory categories in display order; unknown categories follow these.
 MEMORY_CATEGORIES = ["param", "grad", "optimizer", "activation", "comm", "workspace"]
 
@@ -60,6 +68,8 @@ class ReportError(Exception):
 def read_csv(run_dir: Path, name: str) -> pd.DataFrame:
     """Read one CSV as text, check its required columns, and return it."""
     path = run_dir / name
+    if not path.is_file() and name in OPTIONAL_FILES:
+        return pd.DataFrame(columns=[c for _, _, source, cols, _ in PARTS if source == name for c in cols])
     if not path.is_file():
         raise ReportError(f"{path}: file not found")
     try:
@@ -257,6 +267,59 @@ def plot_memory(memory: pd.DataFrame, labels: dict, path: Path) -> None:
     save(fig, path)
 
 
+def layout_of(cases: pd.DataFrame) -> list:
+    """ "dp x tp x pp" of each case ("" where cases.csv lacks the axes)."""
+    if not all(c in cases.columns for c in ("dp", "tp", "pp")):
+        return [""] * len(cases)
+    return [f"{d}x{t}x{p}" for d, t, p in zip(cases["dp"], cases["tp"], cases["pp"])]
+
+
+def plot_layouts(cases: pd.DataFrame, labels: dict, path: Path) -> None:
+    """Per case, labelled with its layout: tokens/s (samples/s where a case has no
+    tokens) and peak tracked memory per rank."""
+    if cases.empty:
+        return no_data(path, "layouts")
+    names = list(cases["case"])
+    layout = layout_of(cases)
+    tagged = {n: f"{labels.get(n, n)} {lay}".strip() for n, lay in zip(names, layout)}
+    y = range(len(names))
+    tokens, samples = numeric(cases, "tokens_per_s"), numeric(cases, "samples_per_s")
+    rate = tokens.fillna(samples)
+    peak = numeric(cases, "peak_mem_bytes")
+    div, unit = byte_unit(peak.max() if peak.notna().any() else 0)
+    fig, (ax_r, ax_m) = plt.subplots(1, 2, figsize=(12, bar_height(len(names))), sharey=True)
+    ax_r.barh(y, rate, color=["tab:purple" if t == t else "tab:green" for t in tokens])
+    label_empty_bars(ax_r, y, rate)
+    ax_r.set_xlabel("tokens / s (purple); samples / s where no tokens (green)")
+    ax_m.barh(y, peak / div, color="tab:brown")
+    label_empty_bars(ax_m, y, peak)
+    ax_m.set_xlabel(f"peak tracked memory per rank ({unit}, max over ranks)")
+    case_axis(ax_r, names, tagged)
+    case_axis(ax_m, names, tagged)
+    save(fig, path)
+
+
+def plot_bubble(stages: pd.DataFrame, labels: dict, path: Path) -> None:
+    """Pipelined cases (theory > 0): the theoretical bubble as a bar, each stage's
+    measured idle share as a dot."""
+    df = stages.assign(**{c: numeric(stages, c) for c in ("stage", "bubble_frac", "bubble_theory")})
+    df = df[df["bubble_theory"] > 0]
+    if df.empty:
+        return no_data(path, "bubble (no pipelined case)")
+    names = list(dict.fromkeys(df["case"]))
+    fig, ax = plt.subplots(figsize=(9, bar_height(len(names))))
+    theory = df.groupby("case", sort=False)["bubble_theory"].first()
+    ax.barh(range(len(names)), [theory[n] for n in names], color="tab:gray", label="(p-1)/(m+p-1)")
+    for i, name in enumerate(names):
+        rows = df[df["case"] == name]
+        ax.plot(rows["bubble_frac"], [i] * len(rows), "o", color="tab:red", markersize=5,
+                label="measured, per stage" if i == 0 else None)
+    case_axis(ax, names, labels)
+    ax.set_xlabel("idle share of the step")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    save(fig, path)
+
+
 def fmt(value: str) -> str:
     """Integral numbers as integers, other floats to 4 digits, text as written."""
     try:
@@ -336,7 +399,8 @@ def make_report(run_dir: Path) -> Path:
     out_dir = run_dir / "report"
     out_dir.mkdir(exist_ok=True)
     plotters = {"loss.png": plot_loss, "throughput.png": plot_throughput, "exposed.png": plot_exposed,
-                "comm.png": plot_comm, "memory.png": plot_memory}
+                "comm.png": plot_comm, "memory.png": plot_memory, "layouts.png": plot_layouts,
+                "bubble.png": plot_bubble}
     tables = {"summary": summary_section, "comm": comm_section}
     labels = case_labels(data["cases.csv"])
     run_id = html.escape(run_dir.name)
@@ -346,7 +410,9 @@ def make_report(run_dir: Path) -> Path:
     for output, heading, source, _, optional in PARTS:
         page.append(f"<h2>{html.escape(heading)}</h2>")
         absent = [c for c in optional if c not in data[source].columns]
-        if absent:
+        if source in OPTIONAL_FILES and not (run_dir / source).is_file():
+            page.append(f"<p>{html.escape(source)} is not in this run (older run).</p>")
+        elif absent:
             page.append(f"<p>Not in {html.escape(source)} (older run): {html.escape(', '.join(absent))}.</p>")
         if output in plotters:
             plotters[output](data[source], labels, out_dir / output)

@@ -22,7 +22,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 MAKE_REPORT = REPO / "report" / "make_report.py"
-EXPECTED_PNGS = ["loss.png", "throughput.png", "exposed.png", "comm.png", "memory.png"]
+EXPECTED_PNGS = ["loss.png", "throughput.png", "exposed.png", "comm.png", "memory.png", "layouts.png",
+                 "bubble.png"]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 SUITE_TIMEOUT_S = 600
 
@@ -96,11 +97,16 @@ def write_run(run_dir, cases, comm, with_optional):
             writer.writeheader()
             writer.writerows(rows)
     case_cols = ["case", "verdict", "step_time_s", "step_time_p90_s", "samples_per_s",
-                 "comm_bytes_per_step", "comm_bytes_expected"]
+                 "comm_bytes_per_step", "comm_bytes_expected", "peak_mem_bytes"]
     comm_cols = ["case", "axis", "op", "calls", "payload_bytes", "bus_bytes", "wait_s"]
     if with_optional:
-        case_cols += ["strategy", "comm_wait_s", "comm_exposed_frac"]
+        case_cols += ["strategy", "comm_wait_s", "comm_exposed_frac", "tokens_per_s", "dp", "tp", "pp"]
         comm_cols += ["model_s"]
+        # Two stages of a pipelined case and one of an unpipelined one (theory 0: not plotted).
+        write("stages.csv", ["case", "stage", "bubble_frac", "bubble_theory"],
+              [{"case": "a", "stage": 0, "bubble_frac": "0.31", "bubble_theory": "0.2"},
+               {"case": "a", "stage": 1, "bubble_frac": "0.24", "bubble_theory": "0.2"},
+               {"case": "b", "stage": 0, "bubble_frac": "0.01", "bubble_theory": "0"}])
     write("cases.csv", case_cols, cases)
     write("comm.csv", comm_cols, comm)
     write("steps.csv", ["case", "step", "loss", "oracle_loss"],
@@ -113,8 +119,9 @@ def write_run(run_dir, cases, comm, with_optional):
 
 SMALL_CASES = [
     # comm_wait_s beyond step_time_s (capped in the bar), unknown wait, no comm, empty step time.
-    {"case": "a", "strategy": "ddp", "verdict": "PASS", "step_time_s": "0.002", "step_time_p90_s": "0.003",
+    {"case": "a", "strategy": "pp-1f1b", "verdict": "PASS", "step_time_s": "0.002", "step_time_p90_s": "0.003",
      "samples_per_s": "100", "comm_bytes_per_step": "4096", "comm_bytes_expected": "4096",
+     "peak_mem_bytes": "3000000", "tokens_per_s": "1600", "dp": "1", "tp": "1", "pp": "2",
      "comm_wait_s": "0.003", "comm_exposed_frac": "1.5"},
     {"case": "b", "strategy": "fsdp", "verdict": "FAIL", "step_time_s": "0.001", "step_time_p90_s": "",
      "samples_per_s": "", "comm_bytes_per_step": "8192", "comm_bytes_expected": "",
@@ -143,6 +150,7 @@ def test_small_run_report(tmp_path, with_optional):
     assert ("<th>model_s</th>" in text) == with_optional
     assert ("Not in cases.csv (older run): comm_wait_s, comm_exposed_frac." in text) != with_optional
     assert ("Not in comm.csv (older run): model_s." in text) != with_optional
+    assert ("stages.csv is not in this run (older run)." in text) != with_optional
 
 
 def find_binary():

@@ -284,10 +284,9 @@ std::vector<ExpectedOp> DataParallel<T>::expected_comm() const {
   std::vector<ExpectedOp> out = self.pipeline().expected_comm();
   const int n = dp_.size();
   const uint64_t s = sizeof(T), units = layout_.units.size();
-  if (n == 1) return out;
   const uint64_t bytes = static_cast<uint64_t>(layout_.padded_total()) * s;
   if (stage_ == 0) {
-    out.push_back({"dp", CommOp::all_reduce, n, buckets_.size(), bytes});
+    if (n > 1) out.push_back({"dp", CommOp::all_reduce, n, buckets_.size(), bytes});  // dp 1: no sync at all
     return out;
   }
   const uint64_t gathers = stage_ == 3 && reshard() ? 2 : 1;

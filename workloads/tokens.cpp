@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -15,6 +16,19 @@ constexpr uint64_t kSuccessorStream = 10, kDrawStream = 11;
 constexpr double kSuccessorProb[MarkovTokens::kSuccessors] = {0.5, 0.25, 0.15, 0.10};
 constexpr int32_t kLlmcMagic = 20240520;
 constexpr int64_t kLlmcHeaderBytes = 256 * 4;
+
+// The whole file. libstdc++ reports a failed read (a directory, an I/O error) by throwing
+// ios_base::failure from the stream buffer, so that is caught and named here.
+std::vector<char> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError("token file " + path + ": cannot open it; check the path");
+  try {
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.bad()) return bytes;
+  } catch (const std::ios_base::failure&) {
+  }
+  throw ConfigError("token file " + path + ": cannot read it; is it a directory or on a failing disk?");
+}
 }  // namespace
 
 MarkovTokens::MarkovTokens(uint64_t seed, int64_t vocab, int64_t seq) : seed_(seed), vocab_(vocab), seq_(seq) {
@@ -42,9 +56,10 @@ void MarkovTokens::fill(int64_t step, int64_t global_batch, int64_t first, int64
     row[0] = static_cast<int32_t>(draw.words(sample * len)[0] % static_cast<uint64_t>(vocab_));
     for (int64_t t = 1; t < len; ++t) {
       const double u = draw.uniform(sample * len + t);
+      // Successor j covers u in (p_0 + ... + p_{j-1}, p_0 + ... + p_j]; the last takes the rest.
       int j = 0;
-      for (double acc = kSuccessorProb[0]; j + 1 < kSuccessors && u > acc; acc += kSuccessorProb[++j]) {
-      }
+      double acc = kSuccessorProb[0];
+      while (j + 1 < kSuccessors && u > acc) acc += kSuccessorProb[++j];
       row[t] = successor(row[t - 1], j);
     }
   }
@@ -55,9 +70,7 @@ std::string MarkovTokens::describe() const {
 }
 
 TokenFile::TokenFile(const std::string& path, int64_t vocab, int64_t seq) : path_(path), seq_(seq) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("token file " + path + ": cannot open it");
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<char> bytes = read_all(path);
   size_t begin = 0;
   if (bytes.size() >= 4) {
     int32_t magic = 0;

@@ -4,10 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -34,28 +32,53 @@ TEST(MarkovTokens, AnySliceEqualsTheWholeBatchAndStepsDiffer) {
   EXPECT_EQ(again, whole);
 }
 
-TEST(MarkovTokens, FollowsItsSuccessorTable) {
-  const int64_t vocab = 5, len = 33;
+TEST(MarkovTokens, AnotherSeedIsAnotherStream) {
+  std::vector<int32_t> a(8 * 10), b(8 * 10);
+  MarkovTokens(7, 50, 9).fill(0, 8, 0, 8, a.data());
+  MarkovTokens(8, 50, 9).fill(0, 8, 0, 8, b.data());
+  EXPECT_NE(a, b);
+}
+
+TEST(MarkovTokens, SuccessorFrequenciesMatchTheirProbabilities) {
+  // Stated independently of tokens.cpp: the contract is these four probabilities.
+  const double prob[MarkovTokens::kSuccessors] = {0.5, 0.25, 0.15, 0.10};
+  // Every token starts about samples / vocab = 2000 samples, so even one that no token leads to
+  // is measured over more than 1000 transitions.
+  const int64_t vocab = 8, len = 17, samples = 16000;
   MarkovTokens m(11, vocab, len - 1);
-  std::vector<int32_t> t(400 * len);
-  m.fill(0, 400, 0, 400, t.data());
-  // Every transition is one of the token's successors; successor 0 is taken about half the time.
-  int64_t first_choice = 0, transitions = 0;
-  for (int64_t s = 0; s < 400; ++s)
-    for (int64_t i = 1; i < len; ++i) {
-      const int32_t prev = t[s * len + i - 1], cur = t[s * len + i];
+  std::vector<int32_t> t(samples * len);
+  m.fill(0, samples, 0, samples, t.data());
+  std::vector<int64_t> seen(vocab * vocab, 0), from(vocab, 0);
+  for (int64_t s = 0; s < samples; ++s)
+    for (int64_t i = 0; i < len; ++i) {
+      const int32_t cur = t[s * len + i];
       ASSERT_GE(cur, 0);
       ASSERT_LT(cur, vocab);
-      bool found = false;
-      for (int j = 0; j < MarkovTokens::kSuccessors; ++j) found = found || m.successor(prev, j) == cur;
-      ASSERT_TRUE(found) << prev << " -> " << cur;
-      first_choice += cur == m.successor(prev, 0);
-      ++transitions;
+      if (i == 0) continue;
+      const int32_t prev = t[s * len + i - 1];
+      ++seen[prev * vocab + cur];
+      ++from[prev];
     }
-  // At least 0.5 (a later successor may equal the first); binomial sd ~0.004.
-  EXPECT_GT(double(first_choice) / transitions, 0.48);
-  // -(0.5 ln 0.5 + 0.25 ln 0.25 + 0.15 ln 0.15 + 0.1 ln 0.1)
-  EXPECT_NEAR(MarkovTokens::entropy_rate(), 1.2080, 1e-4);
+  for (int32_t prev = 0; prev < vocab; ++prev) {
+    ASSERT_GT(from[prev], 1000) << "token " << prev << " is too rare to measure";
+    // P(next | prev): successors that land on the same token add up.
+    std::vector<double> expected(vocab, 0.0);
+    for (int j = 0; j < MarkovTokens::kSuccessors; ++j) expected[m.successor(prev, j)] += prob[j];
+    for (int32_t next = 0; next < vocab; ++next) {
+      const double p = expected[next], freq = double(seen[prev * vocab + next]) / from[prev];
+      if (p == 0) {
+        EXPECT_EQ(freq, 0) << prev << " -> " << next << " is not a successor";
+        continue;
+      }
+      // Binomial: 5 standard deviations of a frequency over from[prev] (>1000) draws, <= 0.08.
+      EXPECT_NEAR(freq, p, 5 * std::sqrt(p * (1 - p) / from[prev])) << prev << " -> " << next;
+    }
+  }
+}
+
+TEST(MarkovTokens, EntropyRateIsThatOfTheSuccessorProbabilities) {
+  // -(0.5 ln 0.5 + 0.25 ln 0.25 + 0.15 ln 0.15 + 0.1 ln 0.1) = 1.2079736876; 1e-9 covers the rounding.
+  EXPECT_NEAR(MarkovTokens::entropy_rate(), 1.2079736876, 1e-9);
 }
 
 class TokenFiles : public testing::Test {
@@ -118,7 +141,9 @@ TEST_F(TokenFiles, MalformedFilesAreRefusedWithTheirProblem) {
   auto has = [](const std::string& e, const std::string& what) { return e.find(what) != std::string::npos; };
   const std::string missing = (dir / "missing.bin").string();
   EXPECT_TRUE(has(error_of(missing, 100, 4), missing + ": cannot open"));
-  std::string e = error_of(write("odd.bin", ramp(10, 100), {}, true), 100, 4);
+  std::string e = error_of(dir.string(), 100, 4);
+  EXPECT_TRUE(has(e, dir.string() + ": cannot read")) << e;
+  e = error_of(write("odd.bin", ramp(10, 100), {}, true), 100, 4);
   EXPECT_TRUE(has(e, "odd.bin: odd byte count 21"));
   e = error_of(write("short.bin", ramp(4, 100)), 100, 4);
   EXPECT_TRUE(has(e, "short.bin: too short, 4 tokens; a sample needs 5")) << e;
