@@ -1,7 +1,8 @@
 // Model parallelism end to end under MPI (8 ranks): tensor parallel at tp 1, 2, 4; both
 // pipeline schedules at pp 1, 2, 4 with m in {1, pp, 2pp}; hybrids 2x2x2, 4x2x1, 2x1x4,
 // 1x2x4 (and 2x2x2 with ZeRO-1, ZeRO-2 and FSDP on dp), on gpt-tiny and on mlp-tiny where the
-// layout applies. Every one passes every check in float64 and float32; each planted bug
+// layout applies; and a hybrid under the emulated link, which changes no result. Every one
+// passes every check in float64 and float32; each planted bug
 // (row-parallel layer without its all-reduce, wrong vocabulary shard offset, 1F1B dropping
 // the last microbatch's gradient) fails exactly the checks meant for it.
 #include "harness/testing/suite_run.hpp"
@@ -242,6 +243,16 @@ schedule = "gpipe"
 dtype = ["float64", "float32"]
 
 [[case]]
+name = "gpt-hybrid-2x2x2-link"
+strategy = "hybrid"
+dp = 2
+tp = 2
+pp = 2
+overlap = true
+link = { bus_gbps = 5, latency_us = 20 }
+dtype = ["float64", "float32"]
+
+[[case]]
 name = "mlp-tp2"
 strategy = "tp"
 dp = 1
@@ -326,7 +337,16 @@ TEST_P(Layouts, PassEveryCheck) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelParallel, Layouts,
-                         testing::Values("gpt-tp1", "gpt-tp2", "gpt-tp4", "gpt-pp1-m2-gpipe", "gpt-pp2-m1-gpipe", "gpt-pp2-m2-gpipe", "gpt-pp2-m4-gpipe", "gpt-pp4-m1-gpipe", "gpt-pp4-m4-gpipe", "gpt-pp4-m8-gpipe", "gpt-pp1-m2-1f1b", "gpt-pp2-m1-1f1b", "gpt-pp2-m2-1f1b", "gpt-pp2-m4-1f1b", "gpt-pp4-m1-1f1b", "gpt-pp4-m4-1f1b", "gpt-pp4-m8-1f1b", "gpt-stage-layers", "gpt-hybrid-2x2x2", "gpt-hybrid-4x2x1", "gpt-hybrid-2x1x4", "gpt-hybrid-1x2x4", "gpt-hybrid-2x2x2-zero1", "gpt-hybrid-2x2x2-fsdp", "gpt-hybrid-2x2x2-zero2-gpipe", "mlp-tp2", "mlp-tp4", "mlp-pp2", "mlp-hybrid-2x2x2"),
+                         testing::Values("gpt-tp1", "gpt-tp2", "gpt-tp4", "gpt-pp1-m2-gpipe",
+                                         "gpt-pp2-m1-gpipe", "gpt-pp2-m2-gpipe", "gpt-pp2-m4-gpipe",
+                                         "gpt-pp4-m1-gpipe", "gpt-pp4-m4-gpipe", "gpt-pp4-m8-gpipe",
+                                         "gpt-pp1-m2-1f1b", "gpt-pp2-m1-1f1b", "gpt-pp2-m2-1f1b",
+                                         "gpt-pp2-m4-1f1b", "gpt-pp4-m1-1f1b", "gpt-pp4-m4-1f1b",
+                                         "gpt-pp4-m8-1f1b", "gpt-stage-layers", "gpt-hybrid-2x2x2",
+                                         "gpt-hybrid-4x2x1", "gpt-hybrid-2x1x4", "gpt-hybrid-1x2x4",
+                                         "gpt-hybrid-2x2x2-zero1", "gpt-hybrid-2x2x2-fsdp",
+                                         "gpt-hybrid-2x2x2-zero2-gpipe", "gpt-hybrid-2x2x2-link", "mlp-tp2",
+                                         "mlp-tp4", "mlp-pp2", "mlp-hybrid-2x2x2"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)

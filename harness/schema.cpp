@@ -43,7 +43,7 @@ const CsvSchema& cases_schema() {
           {"samples_per_s", "samples/s", "global_batch / step_time_s"},
           {"tokens_per_s", "tokens/s", "gpt: global_batch * seq / step_time_s (empty for mlp)"},
           {"flops_per_s", "FLOP/s", "matmul FLOPs executed per step / step_time_s"},
-          {"bubble_frac", "-", "mean over pipeline stages of the idle share of the step (1 - compute / step); per stage in stages.csv"},
+          {"bubble_frac", "-", "mean over pipeline stages of the idle share of the step, 1 - compute / step (compute: forward and backward; the optimizer update and dp sync count as idle); per stage in stages.csv"},
           {"bubble_theory", "-", "(pp - 1) / (microbatches + pp - 1), the uniform-stage bubble"},
           {"peak_mem_bytes", "bytes", "max over ranks of the tracker's peak total bytes"},
           {"peak_rss_bytes", "bytes", "max over ranks of process peak RSS (process lifetime, cross-check)"},
