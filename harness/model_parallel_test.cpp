@@ -4,7 +4,8 @@
 // layout applies; and a hybrid under the emulated link, which changes no result. Every one
 // passes every check in float64 and float32; each planted bug
 // (row-parallel layer without its all-reduce, wrong vocabulary shard offset, 1F1B dropping
-// the last microbatch's gradient) fails exactly the checks meant for it.
+// the last microbatch's gradient, 1F1B holding GPipe's activations) fails exactly the
+// checks meant for it.
 #include "harness/testing/suite_run.hpp"
 #include "strategies/testing/broken_strategies.hpp"
 
@@ -313,6 +314,15 @@ tp = 1
 pp = 2
 microbatches = 4
 dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-all-forwards"
+strategy = "pp-1f1b-all-forwards"
+dp = 1
+tp = 1
+pp = 2
+microbatches = 4
+dtype = ["float64", "float32"]
 )";
 
 const Cases& run_once() {
@@ -365,6 +375,13 @@ TEST(PlantedBugs, RowParallelWithoutAllReduce) {
 TEST(PlantedBugs, WrongVocabularyShardOffset) {
   expect("bug-vocab-shift-float64", "FAIL", "SKIP", "PASS", "PASS", "FAIL");
   expect("bug-vocab-shift-float32", "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+}
+
+// GPipe's order under 1F1B's name: the numbers and the bytes are right, but the first stage
+// holds m microbatches of activations instead of pp, which only the tracker sees.
+TEST(PlantedBugs, OneFOneBRunningAllForwardsFirstHoldsTooManyActivations) {
+  expect("bug-all-forwards-float64", "PASS", "SKIP", "PASS", "FAIL", "FAIL");
+  expect("bug-all-forwards-float32", "SKIP", "PASS", "PASS", "FAIL", "FAIL");
 }
 
 TEST(PlantedBugs, OneFOneBDroppingTheLastMicrobatch) {

@@ -102,7 +102,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
   };
   Tensor<T> grad_in;  // the gradient received from the next stage
   std::vector<T> saved_grads;
-  for (const PipeStep& st : pipeline_schedule(schedule_, stage_, stages_, m_)) {
+  for (const PipeStep& st : steps()) {
     const int k = st.micro;
     const Micro<T> mb = micro_batch(k);
     if (st.forward) {

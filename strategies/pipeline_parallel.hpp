@@ -59,8 +59,10 @@ class Pipeline {
   int64_t expected_activation() const;
 
  protected:
-  // Test-only hook: false drops microbatch `micro`'s gradient (a planted bug).
+  // Test-only hooks for planted bugs: false drops microbatch `micro`'s gradient; the order
+  // of forwards and backwards this stage runs.
   virtual bool keep_gradient(int /*micro*/) const { return true; }
+  virtual std::vector<PipeStep> steps() const { return pipeline_schedule(schedule_, stage_, stages_, micro_); }
 
  private:
   Micro<T> micro_batch(int k) const;

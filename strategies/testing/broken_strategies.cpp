@@ -64,18 +64,31 @@ class DropsLastMicrobatch final : public Pipeline<T> {
   bool keep_gradient(int micro) const override { return micro + 1 < this->micro(); }
 };
 
+// Says 1F1B but runs every forward before any backward (GPipe's order): the same numbers,
+// m microbatches of activations held instead of pp.
 template <class T>
-class DropsLastMicrobatchTrainer final : public DataParallel<T> {
+class RunsAllForwardsFirst final : public Pipeline<T> {
  public:
-  DropsLastMicrobatchTrainer(const StrategyContext<T>& ctx, ParallelPreset preset)
-      : DataParallel<T>(ctx, preset), ctx_(ctx), preset_(preset) {}
-  std::unique_ptr<Pipeline<T>> make_pipeline() override {
-    return std::make_unique<DropsLastMicrobatch<T>>(ctx_, this->replica(), preset_.schedule, microbatches_of(ctx_.config));
-  }
+  using Pipeline<T>::Pipeline;
+  std::vector<PipeStep> steps() const override { return pipeline_schedule("gpipe", 0, 1, this->micro()); }
+};
 
- private:
-  StrategyContext<T> ctx_;
-  ParallelPreset preset_;
+// A trainer whose pipeline is P (a pipeline with a planted bug).
+template <template <class> class P>
+struct WithPipeline {
+  template <class T>
+  class Trainer final : public DataParallel<T> {
+   public:
+    Trainer(const StrategyContext<T>& ctx, ParallelPreset preset)
+        : DataParallel<T>(ctx, preset), ctx_(ctx), preset_(preset) {}
+    std::unique_ptr<Pipeline<T>> make_pipeline() override {
+      return std::make_unique<P<T>>(ctx_, this->replica(), preset_.schedule, microbatches_of(ctx_.config));
+    }
+
+   private:
+    StrategyContext<T> ctx_;
+    ParallelPreset preset_;
+  };
 };
 
 }  // namespace
@@ -92,8 +105,11 @@ void add_broken_strategies(StrategyRegistry& r) {
                                      "tp", ParallelPreset{0, "1f1b", {true, 0}}));
   r.add(parallel_entry<DataParallel>("tp-vocab-shift", "BROKEN: vocabulary shards looked up one row off", "tp",
                                      ParallelPreset{0, "1f1b", {false, 1}}));
-  r.add(parallel_entry<DropsLastMicrobatchTrainer>("pp-1f1b-drop-last", "BROKEN: 1F1B drops the last microbatch's gradient",
-                                                   "pp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<WithPipeline<DropsLastMicrobatch>::Trainer>(
+      "pp-1f1b-drop-last", "BROKEN: 1F1B drops the last microbatch's gradient", "pp", ParallelPreset{0, "1f1b", {}}));
+  r.add(parallel_entry<WithPipeline<RunsAllForwardsFirst>::Trainer>(
+      "pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
+      ParallelPreset{0, "1f1b", {}}));
 }
 
 }  // namespace pts
