@@ -1,7 +1,6 @@
 #include "strategies/data_parallel.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 
 #include "strategies/registry.hpp"
@@ -180,7 +179,6 @@ bool DataParallel<T>::reshard() const {
 
 template <class T>
 double DataParallel<T>::train_step(int) {
-  const auto t0 = std::chrono::steady_clock::now();
   Model<T>& m = model();
   Pipeline<T>& pipe = pipeline();
   const bool overlap = ctx_.config.overlap;
@@ -236,7 +234,6 @@ double DataParallel<T>::train_step(int) {
       for (size_t u = 0; u < layout_.units.size(); ++u) reduce_scatter_unit(u, m.grads().data() + layout_.padded_offset(u));
     update_shards_and_gather();
   }
-  step_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // The loss is on the last stage, the same on every tp rank: count it once.
   const bool reports = pipe.last_stage() && ctx_.mesh.coord().tp == 0;
   return reports ? loss / dp_.size() : 0.0;
@@ -318,7 +315,7 @@ template <class T>
 StepStats DataParallel<T>::step_stats() const {
   const Layout& l = ctx_.mesh.layout();
   const int m = microbatches_of(ctx_.config);
-  return {ctx_.mesh.coord().pp, m, pipeline_ ? pipeline_->last_busy_s() : 0.0, step_s_, bubble_theory(l.pp, m)};
+  return {ctx_.mesh.coord().pp, pipeline_ ? pipeline_->last_busy_s() : -1.0, bubble_theory(l.pp, m)};
 }
 
 template class DataParallel<float>;

@@ -98,7 +98,6 @@ class DataParallel : public Strategy<T> {
   const FlatLayout layout_;
   Optimizer<T> opt_;
   std::unique_ptr<Pipeline<T>> pipeline_;
-  double step_s_ = 0;
   // stage 0
   std::vector<Bucket> buckets_;
   size_t next_bucket_ = 0;

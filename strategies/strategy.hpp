@@ -62,10 +62,9 @@ struct MemoryExpectation {
 
 // What one rank saw in its last step, for the pipeline figures.
 struct StepStats {
-  int stage = 0, microbatches = 1;
-  double busy_s = -1;  // compute (forward and backward) seconds; -1: not measured
-  double step_s = 0;  // the whole train_step on this rank
-  double bubble_theory = 0;
+  int stage = 0;              // pipeline stage of this rank
+  double busy_s = -1;         // compute (forward and backward) seconds; -1: not measured
+  double bubble_theory = 0;   // (pp - 1) / (m + pp - 1)
 };
 
 // What a strategy is built from. Everything is passed in; nothing is global.
