@@ -415,7 +415,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
                                      r.comm_wait.end());
       report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);
       std::vector<double> timed_busy(r.busy.begin() + std::min<size_t>(c.warmup_steps, r.busy.size()), r.busy.end());
-      report["busy_median"] = timed_busy.empty() ? 0.0 : median_of(timed_busy);
+      report["busy_median"] = timed_busy.empty() ? -1.0 : median_of(timed_busy);  // -1: not measured
       std::vector<std::string> reports = gather_strings(side, report.dump());
       if (root) {
         std::vector<json> parsed;

@@ -56,26 +56,26 @@ ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, con
 template <class T>
 DataParallel<T>::DataParallel(const StrategyContext<T>& ctx, ParallelPreset preset)
     : ctx_(ctx), dp_(ctx.mesh.dp()),
-      stage_(preset.zero_stage >= 0 ? preset.zero_stage : std::max(ctx.config.zero_stage, 0)),
+      zero_stage_(preset.zero_stage >= 0 ? preset.zero_stage : std::max(ctx.config.zero_stage, 0)),
       schedule_(!preset.schedule.empty() ? preset.schedule : ctx.config.schedule),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
-               ctx.config.global_batch / ctx.mesh.layout().dp, storage_for(stage_, ctx.mesh.layout().dp),
+               ctx.config.global_batch / ctx.mesh.layout().dp, storage_for(zero_stage_, ctx.mesh.layout().dp),
                shard_for(ctx.config, ctx.workload, ctx.mesh, preset.faults)),
       layout_(replica_.model().layout()),
-      opt_(ctx.config.optimizer, ctx.backend, ctx.memory, stage_ == 0 ? layout_.padded_total() : layout_.shard_total()) {
+      opt_(ctx.config.optimizer, ctx.backend, ctx.memory, zero_stage_ == 0 ? layout_.padded_total() : layout_.shard_total()) {
   const size_t units = layout_.units.size();
-  if (stage_ == 0) {
+  if (zero_stage_ == 0) {
     buckets_ = make_buckets(layout_.padded_total(), ctx.config.bucket_bytes / static_cast<int64_t>(sizeof(T)));
     return;
   }
   const int64_t S = layout_.shard_total();
   // zero1 receives the reduced shard in a workspace buffer; zero2 and fsdp keep it as the
   // rank's only gradient storage.
-  grad_shard_ = Tensor<T>(ctx.memory, stage_ == 1 ? MemCategory::workspace : MemCategory::grad, {S});
+  grad_shard_ = Tensor<T>(ctx.memory, zero_stage_ == 1 ? MemCategory::workspace : MemCategory::grad, {S});
   staging_.resize(units);
   gathered_.resize(units);
   gather_req_.resize(units);
-  if (stage_ == 3) {
+  if (zero_stage_ == 3) {
     param_shard_ = Tensor<T>(ctx.memory, MemCategory::param, {S});
     const int64_t r = dp_.rank();
     for (size_t u = 0; u < units; ++u) {
@@ -144,7 +144,7 @@ void DataParallel<T>::update_shards_and_gather() {
   for (auto& s : staging_) s = Tensor<T>();
   ctx_.backend.scale(grad_shard_.data(), gradient_scale(), grad_shard_.numel());
   opt_.begin_step();
-  if (stage_ == 3) {
+  if (zero_stage_ == 3) {
     opt_.update(param_shard_.data(), grad_shard_.data(), 0, grad_shard_.numel());
     return;
   }
@@ -184,7 +184,7 @@ double DataParallel<T>::train_step(int) {
   const bool overlap = ctx_.config.overlap;
   UnitHooks hooks;
   double loss = 0;
-  if (stage_ == 0) {
+  if (zero_stage_ == 0) {
     const bool sync = dp_.size() > 1;
     next_bucket_ = 0;
     if (sync && overlap) hooks.after_backward = [&](size_t u) {
@@ -200,11 +200,11 @@ double DataParallel<T>::train_step(int) {
     }
     opt_.step(m.params().data(), m.grads().data());
   } else {
-    if (stage_ >= 2) {
+    if (zero_stage_ >= 2) {
       // Each unit's full gradient exists only in a staging buffer between its (first)
       // backward and its reduce-scatter.
       hooks.before_backward = [&](size_t u) {
-        if (stage_ == 3) {
+        if (zero_stage_ == 3) {
           for (int g = 0; g < gathers_before_backward(); ++g) {
             if (g > 0) free_unit(gathered_[u]);
             ensure_gathered(u);
@@ -217,11 +217,11 @@ double DataParallel<T>::train_step(int) {
       hooks.after_backward = [&](size_t u) {
         reduce_scatter_unit(u, staging_[u].data());
         if (!overlap) staging_[u] = Tensor<T>();
-        if (stage_ == 3) free_unit(gathered_[u]);
+        if (zero_stage_ == 3) free_unit(gathered_[u]);
         progress();
       };
     }
-    if (stage_ == 3) {
+    if (zero_stage_ == 3) {
       hooks.before_forward = [&](size_t u) {
         ensure_gathered(u);
         if (ctx_.config.prefetch && u + 1 < layout_.units.size()) start_gather(u + 1);
@@ -230,7 +230,7 @@ double DataParallel<T>::train_step(int) {
       if (reshard()) hooks.after_forward = [&](size_t u) { free_unit(gathered_[u]); };
     }
     loss = pipe.run(hooks);
-    if (stage_ == 1)
+    if (zero_stage_ == 1)
       for (size_t u = 0; u < layout_.units.size(); ++u) reduce_scatter_unit(u, m.grads().data() + layout_.padded_offset(u));
     update_shards_and_gather();
   }
@@ -245,7 +245,7 @@ std::vector<double> DataParallel<T>::full_params(Comm& side) {
   const Model<T>& mm = model();
   std::vector<double> local(mm.num_params());
   const MeshCoord& c = ctx_.mesh.coord();
-  if (stage_ < 3) {
+  if (zero_stage_ < 3) {
     for (size_t u = 0; u < layout_.units.size(); ++u) {
       const T* p = replica_.model().params().data() + layout_.padded_offset(u);
       std::copy(p, p + layout_.units[u].numel, local.begin() + layout_.units[u].offset);
@@ -282,11 +282,11 @@ std::vector<ExpectedOp> DataParallel<T>::expected_comm() const {
   const int n = dp_.size();
   const uint64_t s = sizeof(T), units = layout_.units.size();
   const uint64_t bytes = static_cast<uint64_t>(layout_.padded_total()) * s;
-  if (stage_ == 0) {
+  if (zero_stage_ == 0) {
     if (n > 1) out.push_back({"dp", CommOp::all_reduce, n, buckets_.size(), bytes});  // dp 1: no sync at all
     return out;
   }
-  const uint64_t gathers = stage_ == 3 && reshard() ? 2 : 1;
+  const uint64_t gathers = zero_stage_ == 3 && reshard() ? 2 : 1;
   out.push_back({"dp", CommOp::reduce_scatter, n, units, bytes});
   out.push_back({"dp", CommOp::all_gather, n, gathers * units, gathers * bytes});
   return out;
@@ -297,7 +297,7 @@ MemoryExpectation DataParallel<T>::expected_memory() const {
   const int64_t s = sizeof(T), k = ctx_.config.optimizer.state_per_param();
   const int64_t full = layout_.padded_total() * s, shard = layout_.shard_total() * s;
   MemoryExpectation e;
-  switch (stage_) {
+  switch (zero_stage_) {
     case 0: e = {full, full, k * full}; break;
     case 1: e = {full, full, k * shard}; break;
     case 2: e = {full, shard, k * shard}; break;

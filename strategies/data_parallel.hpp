@@ -1,8 +1,9 @@
 // The data-parallel axis, and the trainer every parallel strategy is: dp replicas, each a
-// tensor-parallel (tensor_parallel.hpp) pipeline (pipeline_parallel.hpp) of the model, with
-// one of the ZeRO stages on dp. The presets ddp/zero*/fsdp are dp only, tp is tp only,
-// pp-gpipe/pp-1f1b pp only, and hybrid any dp x tp x pp. Each replica trains on
-// global_batch/dp samples; the dp ranks keep the replicas identical. One class, four presets by ZeRO stage (Rajbhandari et al., SC'20):
+// pipeline (pipeline_parallel.hpp) of tensor-parallel model shards (workloads/
+// tensor_parallel.hpp), with one of the ZeRO stages on dp. The presets ddp/zero*/fsdp are dp
+// only, tp is tp only, pp-gpipe/pp-1f1b pp only, and hybrid any dp x tp x pp. Each replica
+// trains on global_batch/dp samples; the dp ranks keep the replicas identical. On the dp
+// axis, four ZeRO stages (Rajbhandari et al., SC'20):
 //
 //   ddp   (stage 0) every rank holds params, grads, optimizer state in full; gradients are
 //         averaged by bucketed all-reduce (buckets cut from the end of the flat buffer, as
@@ -92,7 +93,7 @@ class DataParallel : public Strategy<T> {
 
   StrategyContext<T> ctx_;
   Comm& dp_;
-  const int stage_;
+  const int zero_stage_;
   const std::string schedule_;
   Replica<T> replica_;
   const FlatLayout layout_;
