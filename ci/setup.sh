@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 DEBS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev
-      libfccp-dev nlohmann-json3-dev)
+      libfccp-dev nlohmann-json3-dev ccache)
 
 missing=()
 for p in "${DEBS[@]}"; do

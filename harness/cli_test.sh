@@ -159,6 +159,35 @@ check "bad token file exits 2 (got $rc)" test "$rc" -eq 2
 check "bad token file: stderr names the token" has j.err "bad.bin: token 95 at position 39 is out of range for vocabulary 90"
 check "bad token file: --out dir not created" test ! -e out_j
 
+# (k) output redirected to a file under mpirun: plain lines (no carriage return or escape
+# sequence), the summary, env.json with the cores and a clean MPI version, no warning when
+# each rank has a core.
+run k "${NP2[@]}" run tiny.toml --out out_k
+check "redirected run exits 0 (got $rc)" test "$rc" -eq 0
+check "redirected output has no carriage return or escape" test -z "$(tr -d '\n' <k.out | tr -cd '\r\033')"
+check "redirected output has one progress line per case" test "$(grep -c '^\[[12]/2\] .*ms/step' k.out)" = 2
+check "redirected output ends with the summary" has k.out "2 cases, 0 failed; results in out_k"
+envcheck() { python3 -c "
+import json, sys
+e = json.load(open('$1/env.json'))
+assert isinstance(e['cores'], int) and e['cores'] >= 1, e
+assert e['ranks_per_node'] == 2, e
+assert e['oversubscribed'] is $2, e
+assert all(c.isprintable() for c in e['versions']['mpi']), repr(e['versions']['mpi'])
+"; }
+check "env.json: cores, ranks_per_node 2, not oversubscribed, printable MPI version" envcheck out_k False
+check "no oversubscription warning with a core per rank" test -z "$(grep -i oversubscribed k.err)"
+column() { python3 -c "import csv,sys; print(' '.join(r[sys.argv[2]] for r in csv.DictReader(open(sys.argv[1]))))" "$1" "$2"; }
+check "cases.csv: oversubscribed 0 for both cases" test "$(column out_k/cases.csv oversubscribed)" = "0 0"
+
+# (l) two ranks pinned to one CPU: warned once, recorded in env.json and cases.csv.
+run l taskset -c 0 "${NP2[@]}" run tiny.toml --out out_l
+check "oversubscribed run exits 0 (got $rc)" test "$rc" -eq 0
+check "oversubscribed run: warned once on stderr" test "$(grep -c 'ranks share a node with 1 usable cores' l.err)" = 1
+check "oversubscribed run: the warning names mpi_yield_when_idle" has l.err "mpi_yield_when_idle"
+check "env.json: oversubscribed true" envcheck out_l True
+check "cases.csv: oversubscribed 1 for both cases" test "$(column out_l/cases.csv oversubscribed)" = "1 1"
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"
   exit 1

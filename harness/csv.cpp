@@ -16,6 +16,23 @@ std::string csv_escape(const std::string& f) {
   return out + "\"";
 }
 
+std::string one_line(const std::string& text) {
+  std::string out;
+  bool pending_break = false;
+  for (char c : text) {
+    if (c == '\n' || c == '\r') {
+      while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+      pending_break = !out.empty();
+      continue;
+    }
+    if (pending_break && (c == ' ' || c == '\t')) continue;
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') continue;
+    if (pending_break) out += " | ", pending_break = false;
+    out += c;
+  }
+  return out;
+}
+
 std::string fmt_double(double v) {
   if (std::isnan(v)) return "";
   char buf[64];

@@ -28,6 +28,9 @@ class CsvTable {
 std::string csv_escape(const std::string& field);
 // Writes `text` to `path` through `path`.tmp and rename(2).
 void write_file_atomic(const std::string& path, const std::string& text);
+// `text` on one line: each line break (with the blanks around it) becomes " | ", other
+// control characters are dropped. For free-text fields that line tools read.
+std::string one_line(const std::string& text);
 // Shortest decimal text that reads back to the same double.
 std::string fmt_double(double v);
 

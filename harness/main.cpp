@@ -58,7 +58,11 @@ int main(int argc, char** argv) {
   run_cmd->add_option("suite", suite_path, "suite file (TOML)")->required();
   run_cmd->add_option("--out", out_dir, "run directory (default results/runs/<time>-<suite>); must not hold results");
   run_cmd->add_option("--filter", filter, "only cases whose name matches this regular expression");
-  run_cmd->add_flag("--quiet", quiet, "no progress or summary");
+  run_cmd->add_flag("--quiet", quiet, "no progress, summary or warnings");
+  std::string progress = "auto";
+  run_cmd->add_option("--progress", progress,
+                      "auto (a live line on a terminal outside mpirun/CI, else lines), live, lines or none")
+      ->check(CLI::IsMember({"auto", "live", "lines", "none"}));
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
         out_dir.resize(len);
         MPI_Bcast(out_dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
       }
-      pts::RunSummary s = pts::run_suite(suite, registry, {out_dir, filter, quiet}, world);
+      pts::RunSummary s = pts::run_suite(suite, registry, {out_dir, filter, quiet, pts::parse_progress_mode(progress)}, world);
       code = s.failed ? 1 : 0;
     }
   } catch (const CLI::ParseError& e) {

@@ -349,7 +349,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["verdict"] = failed ? "FAIL" : "PASS";
   std::string reason;
   for (const auto& s : reasons) reason += (reason.empty() ? "" : "; ") + s;
-  row["reason"] = reason;
+  row["reason"] = one_line(reason);
   return row;
 }
 
@@ -384,13 +384,16 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
 
   const bool root = world.rank() == 0;
   RunTables tables;
-  std::string env = environment_json(world, suite);
+  const NodeInfo nodes = node_info(world);
+  std::string env = environment_json(world, suite, nodes);
+  if (root && !opts.quiet && nodes.oversubscribed) std::fprintf(stderr, "%s\n", oversubscription_warning(nodes).c_str());
   if (root) {
     write_file_atomic(opts.out_dir + "/env.json", env);
     tables.write(opts.out_dir);
   }
   ReferenceCache refs;
-  Progress progress(root && !opts.quiet, static_cast<int>(cases.size()));
+  Progress progress(root && !opts.quiet ? resolve_progress_mode(opts.progress) : ProgressMode::none,
+                    static_cast<int>(cases.size()));
   RunSummary summary;
   for (size_t i = 0; i < cases.size(); ++i) {
     const CaseConfig& c = *cases[i];
@@ -421,6 +424,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
         std::vector<json> parsed;
         for (const auto& s : reports) parsed.push_back(json::parse(s));
         Row row = finish_case(c, w, info, r, parsed, refs, tables);
+        row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
         tables.cases.add(row);
         tables.write(opts.out_dir);
         summary.cases.push_back(row);

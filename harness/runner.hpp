@@ -7,6 +7,7 @@
 
 #include "core/comm/mpi/mpi_comm.hpp"
 #include "harness/csv.hpp"
+#include "harness/progress.hpp"
 #include "harness/suite.hpp"
 
 namespace pts {
@@ -14,7 +15,8 @@ namespace pts {
 struct RunOptions {
   std::string out_dir;  // created by rank 0; must not already hold results
   std::string filter;   // ECMAScript regex on case names; empty = all
-  bool quiet = false;   // no progress lines (tests)
+  bool quiet = false;   // no progress lines, summary or warnings (tests)
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 struct RunSummary {
@@ -27,7 +29,19 @@ struct RunSummary {
 RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const RunOptions& opts,
                      MpiComm& world);
 
-// env.json content for a run on `world` (git sha, time, host, ranks, versions).
-std::string environment_json(MpiComm& world, const Suite& suite);
+// The nodes a run's ranks share. Oversubscribed: some node has more ranks than CPUs its
+// ranks may run on (the union of their affinity masks).
+struct NodeInfo {
+  int cores = 0;           // usable CPUs of the smallest node
+  int ranks_per_node = 0;  // ranks on the fullest node
+  bool oversubscribed = false;
+  std::string yield_when_idle;  // Open MPI's mpi_yield_when_idle as set in the environment ("" unset)
+};
+NodeInfo node_info(MpiComm& world);  // collective over `world`
+// The one-paragraph warning rank 0 prints once for an oversubscribed run ("" when not).
+std::string oversubscription_warning(const NodeInfo& nodes);
+
+// env.json content for a run on `world` (git sha, time, host, ranks, cores, versions).
+std::string environment_json(MpiComm& world, const Suite& suite, const NodeInfo& nodes);
 
 }  // namespace pts

@@ -21,6 +21,7 @@ const CsvSchema& cases_schema() {
           {"dtype", "-", "float32 or float64"},
           {"optimizer", "-", "sgd (with momentum) or adamw"},
           {"ranks", "count", "ranks the case ran on (dp * tp * pp)"},
+          {"oversubscribed", "bool", "1 when some node of the run had more ranks than usable cores (env.json: cores, ranks_per_node): timings then measure the sharing"},
           {"dp", "count", "data-parallel axis size"},
           {"tp", "count", "tensor-parallel axis size"},
           {"pp", "count", "pipeline-parallel axis size"},
@@ -58,7 +59,7 @@ const CsvSchema& cases_schema() {
           {"check_comm", "-", "PASS, FAIL or SKIP"},
           {"check_memory", "-", "PASS, FAIL or SKIP"},
           {"verdict", "-", "FAIL if any check failed or the case threw; else PASS"},
-          {"reason", "-", "why a check failed or was skipped ('; '-separated)"},
+          {"reason", "-", "why a check failed or was skipped, on one line ('; ' between reasons, ' | ' for a line break in a message)"},
       }};
   return s;
 }

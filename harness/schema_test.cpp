@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "harness/csv.hpp"
+#include "harness/progress.hpp"
 #include "harness/schema.hpp"
 
 namespace pts {
@@ -186,6 +187,47 @@ TEST_F(TempDir, AnIndependentParserReadsTheFileBack) {
   EXPECT_EQ(payload, "");
   EXPECT_EQ(wait, "");
   EXPECT_FALSE(in.read_row(name, axis, op, calls, payload, bus, wait));
+}
+
+TEST(Csv, OneLineJoinsLinesAndDropsControlCharacters) {
+  EXPECT_EQ(one_line("plain"), "plain");
+  EXPECT_EQ(one_line("rank 1 threw: bad\n  at step 3\r\nend\n"), "rank 1 threw: bad | at step 3 | end");
+  EXPECT_EQ(one_line(std::string("a\x1b[Kb\0c\0", 8)), "a[Kbc");
+  EXPECT_EQ(one_line("\n\nleading"), "leading");
+  EXPECT_EQ(one_line(""), "");
+}
+
+TEST(Summary, FirstLineCutsAtABreakAndAtTheWidth) {
+  EXPECT_EQ(first_line("one\ntwo", 80), "one");
+  EXPECT_EQ(first_line("abcdefghij", 8), "abcde...");
+  EXPECT_EQ(first_line("tab\there", 80), "tabhere");
+}
+
+TEST(Summary, ListsEachFailedCaseWithItsReason) {
+  std::vector<Row> rows = {
+      {{"case", "ddp-dp2"}, {"verdict", "PASS"}, {"step_time_s", "0.001"}},
+      {{"case", "ddp-sum-dp2"}, {"verdict", "FAIL"}, {"reason", "max relative error 1.2e-02 > 1e-12 | step 0"}},
+      {{"case", "zero1-dp3"}, {"verdict", "FAIL"}, {"reason", "rank 2 threw: out of memory"}},
+  };
+  testing::internal::CaptureStdout();
+  print_summary(rows, "out");
+  std::string text = testing::internal::GetCapturedStdout();
+  EXPECT_NE(text.find("\nfailed:\n  ddp-sum-dp2 "), std::string::npos) << text;
+  EXPECT_NE(text.find("max relative error 1.2e-02 > 1e-12 | step 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  zero1-dp3 "), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 2 threw: out of memory\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("  ddp-dp2  "), std::string::npos) << "a passing case is listed as failed:\n" << text;
+  EXPECT_NE(text.find("3 cases, 2 failed; results in out"), std::string::npos) << text;
+}
+
+TEST(Progress, ModeParsesAndAutoIsLinesUnderALauncher) {
+  EXPECT_EQ(parse_progress_mode("live"), ProgressMode::live);
+  EXPECT_EQ(parse_progress_mode("none"), ProgressMode::none);
+  EXPECT_THROW(parse_progress_mode("fancy"), ConfigError);
+  EXPECT_EQ(resolve_progress_mode(ProgressMode::live), ProgressMode::live);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  EXPECT_EQ(resolve_progress_mode(ProgressMode::automatic), ProgressMode::lines);
+  unsetenv("OMPI_COMM_WORLD_SIZE");
 }
 
 TEST(Csv, FmtDoubleRoundTrips) {
