@@ -6,9 +6,9 @@
 namespace pts {
 
 template <class T>
-Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
-                MemoryTracker& mem, const ModelStorage& storage, int64_t in_per_row, bool last_stage)
-    : blocks_(std::move(blocks)), canonical_(std::move(canonical)), be_(backend), mem_(mem), first_(in_per_row == 0),
+Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, MemoryTracker& mem,
+                const ModelStorage& storage, int64_t in_per_row, bool last_stage)
+    : blocks_(std::move(blocks)), canonical_(std::move(canonical)), mem_(mem), first_(in_per_row == 0),
       last_(last_stage), in_per_row_(in_per_row) {
   PTS_REQUIRE(!blocks_.empty() && blocks_.size() == canonical_.size(), "a model needs at least one block");
   int64_t off = 0;

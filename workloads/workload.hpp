@@ -155,8 +155,8 @@ class Model {
  public:
   // blocks: this shard's blocks; canonical[i]: offset of block i in the full model's vector;
   // in_per_row: elements per row of the stage's input (0: the first stage reads the batch).
-  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
-        MemoryTracker& mem, const ModelStorage& storage, int64_t in_per_row, bool last_stage);
+  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, MemoryTracker& mem,
+        const ModelStorage& storage, int64_t in_per_row, bool last_stage);
   int64_t num_params() const { return layout_.units.back().offset + layout_.units.back().numel; }
   const FlatLayout& layout() const { return layout_; }
   // The owned flat buffers in the padded layout (empty tensors when not owned).
@@ -193,7 +193,6 @@ class Model {
  private:
   std::vector<std::unique_ptr<Block<T>>> blocks_;
   std::vector<int64_t> canonical_;
-  Backend<T>& be_;
   MemoryTracker& mem_;
   FlatLayout layout_;
   Tensor<T> params_, grads_;
