@@ -12,6 +12,7 @@
 //   factor. The floor (kPrecisionFloorRel * ||p_oracle64||, float32's epsilon scale) keeps the
 //   ratio meaningful when the single-device error happens to be tiny.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,11 @@ CheckResult check_exact(const std::vector<double>& losses, const std::vector<dou
                         const std::vector<double>& params, const std::vector<double>& oracle_params);
 CheckResult check_precision(const std::vector<double>& params, const std::vector<double>& oracle64_params,
                             const std::vector<double>& single32_params);
-// Counted calls and payload over `steps` steps must equal steps x the expectation, per
-// (axis, op), exactly; any op counted but not expected fails too.
-CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected, int steps);
+// A strategy's per-step statements summed over steps 0..steps-1, one entry per (axis, op).
+std::vector<ExpectedOp> run_expectation(const std::function<std::vector<ExpectedOp>(int)>& per_step, int steps);
+// Counted calls and payload over the run must equal the run's expectation (run_expectation),
+// per (axis, op), exactly; any op counted but not expected fails too.
+CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected_run);
 // Peak param, grad and optimizer bytes (and activation bytes where the strategy states them:
 // microbatches in flight x what one holds) must equal the expectation exactly, and the peak
 // of comm buffers must not exceed comm_max where the strategy states one.

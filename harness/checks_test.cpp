@@ -183,9 +183,10 @@ TEST(CheckPrecision, FailsOnNaNAndOnSizeMismatch) {
 // --- check_comm --------------------------------------------------------------------------
 
 // Per step: 2 all-reduces over dp of 256 floats (1024 bytes each) and one broadcast over tp.
-const std::vector<ExpectedOp> kExpected = {{"dp", CommOp::all_reduce, 2, 2, 2048},
-                                           {"tp", CommOp::broadcast, 2, 1, 80}};
 constexpr int kSteps = 3;
+const std::vector<ExpectedOp> kExpected = run_expectation(
+    [](int) { return std::vector<ExpectedOp>{{"dp", CommOp::all_reduce, 2, 2, 2048}, {"tp", CommOp::broadcast, 2, 1, 80}}; },
+    kSteps);
 
 CommStats matching_stats() {
   CommStats s;
@@ -200,15 +201,15 @@ CommStats matching_stats() {
 TEST(CheckComm, PassesOnExactMatch) {
   CommStats s = matching_stats();
   ASSERT_EQ(s.get("dp", CommOp::all_reduce).payload_bytes, 6144u);
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
-  EXPECT_EQ(check_comm(CommStats{}, {}, kSteps).verdict, Verdict::pass);
+  EXPECT_EQ(check_comm(CommStats{}, {}).verdict, Verdict::pass);
 }
 
 TEST(CheckComm, FailsOnOneExtraCall) {
   CommStats s = matching_stats();
   s.record("dp", CommOp::all_reduce, 2, 0, DType::f32);  // same bytes, one call more
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_EQ(r.reason, "comm: dp/all_reduce counted 7 calls, 6144 bytes; expected 6 calls, 6144 bytes");
 }
@@ -220,7 +221,7 @@ TEST(CheckComm, FailsOnMissingBytes) {
     s.record("dp", CommOp::all_reduce, 2, step == 1 ? 255 : 256, DType::f32);  // 4 bytes short
     s.record("tp", CommOp::broadcast, 2, 10, DType::f64);
   }
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_EQ(r.reason, "comm: dp/all_reduce counted 6 calls, 6140 bytes; expected 6 calls, 6144 bytes");
 }
@@ -228,7 +229,7 @@ TEST(CheckComm, FailsOnMissingBytes) {
 TEST(CheckComm, FailsOnAStatedOpNeverCalled) {
   CommStats s;
   for (int step = 0; step < kSteps; ++step) s.record("tp", CommOp::broadcast, 2, 10, DType::f64);
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_TRUE(contains(r.reason, "dp/all_reduce counted 0 calls, 0 bytes; expected 6 calls, 6144 bytes"));
 }
@@ -236,7 +237,7 @@ TEST(CheckComm, FailsOnAStatedOpNeverCalled) {
 TEST(CheckComm, FailsOnAnUnexpectedOp) {
   CommStats s = matching_stats();
   s.record("dp", CommOp::all_gather, 2, 4, DType::f32);
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_EQ(r.reason, "comm: dp/all_gather counted 1 calls the strategy does not state");
 }
@@ -244,15 +245,43 @@ TEST(CheckComm, FailsOnAnUnexpectedOp) {
 TEST(CheckComm, FailsOnAStatedOpOnTheWrongAxis) {
   CommStats s = matching_stats();
   s.record("world", CommOp::all_reduce, 2, 256, DType::f32);
-  CheckResult r = check_comm(s, kExpected, kSteps);
+  CheckResult r = check_comm(s, kExpected);
   EXPECT_EQ(r.verdict, Verdict::fail);
   EXPECT_TRUE(contains(r.reason, "world/all_reduce counted 1 calls the strategy does not state"));
+}
+
+TEST(CheckComm, RunExpectationSumsAScheduleThatVariesByStep) {
+  // An all-reduce of the parameters every 2 steps, and no broadcast on step 0.
+  auto every_other = [](int step) {
+    std::vector<ExpectedOp> ops;
+    if (step % 2 == 1) ops.push_back({"dp", CommOp::all_reduce, 2, 1, 4000});
+    if (step > 0) ops.push_back({"tp", CommOp::broadcast, 2, 1, 80});
+    return ops;
+  };
+  std::vector<ExpectedOp> run = run_expectation(every_other, 5);
+  ASSERT_EQ(run.size(), 2u);
+  EXPECT_EQ(run[0].axis, "dp");  // first stated on step 1, before tp's broadcast
+  EXPECT_EQ(run[0].calls, 2u);
+  EXPECT_EQ(run[0].payload_bytes, 8000u);
+  EXPECT_EQ(run[1].axis, "tp");
+  EXPECT_EQ(run[1].calls, 4u);
+  EXPECT_EQ(run[1].payload_bytes, 320u);
+  CommStats s;
+  for (int step = 0; step < 5; ++step) {
+    if (step % 2 == 1) s.record("dp", CommOp::all_reduce, 2, 1000, DType::f32);
+    if (step > 0) s.record("tp", CommOp::broadcast, 2, 10, DType::f64);
+  }
+  EXPECT_EQ(check_comm(s, run).verdict, Verdict::pass);
+  s.record("tp", CommOp::broadcast, 2, 10, DType::f64);  // also on step 0: one too many
+  EXPECT_EQ(check_comm(s, run).reason, "comm: tp/broadcast counted 5 calls, 400 bytes; expected 4 calls, 320 bytes");
+  EXPECT_THROW(run_expectation([](int step) { return std::vector<ExpectedOp>{{"dp", CommOp::all_reduce, step + 2, 1, 8}}; }, 2),
+               Error);
 }
 
 TEST(CheckComm, AnOpWithOnlyWaitTimeIsNotACall) {
   CommStats s = matching_stats();
   s.add_wait("pp", CommOp::recv, 0.5);  // an entry with zero calls
-  EXPECT_EQ(check_comm(s, kExpected, kSteps).verdict, Verdict::pass);
+  EXPECT_EQ(check_comm(s, kExpected).verdict, Verdict::pass);
 }
 
 // --- check_memory ------------------------------------------------------------------------

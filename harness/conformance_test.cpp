@@ -19,7 +19,7 @@ class ThrowsOnRank1 final : public Strategy<T> {
   void load_batch(int) override {}
   double train_step(int) override { return 0; }
   std::vector<double> full_params(Comm&) override { return {}; }
-  std::vector<ExpectedOp> expected_comm() const override { return {}; }
+  std::vector<ExpectedOp> expected_comm(int) const override { return {}; }
   MemoryExpectation expected_memory() const override { return {}; }
 };
 

@@ -49,7 +49,7 @@ const CsvSchema& cases_schema() {
           {"peak_mem_bytes", "bytes", "max over ranks of the tracker's peak total bytes"},
           {"peak_rss_bytes", "bytes", "max over ranks of process peak RSS (process lifetime, cross-check)"},
           {"comm_bytes_per_step", "bytes", "max over ranks of counted bus bytes per step (nccl-tests factors)"},
-          {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes per step"},
+          {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes over the run, divided by steps"},
           {"comm_wait_s", "s", "max over ranks of seconds blocked in communication per timed step (median)"},
           {"comm_exposed_frac", "-", "comm_wait_s / step_time_s: the share of the step spent blocked in communication"},
           {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 oracle"},

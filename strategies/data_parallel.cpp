@@ -276,7 +276,7 @@ std::vector<double> DataParallel<T>::full_params(Comm& side) {
 }
 
 template <class T>
-std::vector<ExpectedOp> DataParallel<T>::expected_comm() const {
+std::vector<ExpectedOp> DataParallel<T>::expected_comm(int) const {
   auto& self = const_cast<DataParallel<T>&>(*this);
   std::vector<ExpectedOp> out = self.pipeline().expected_comm();
   const int n = dp_.size();

@@ -65,7 +65,7 @@ class DataParallel : public Strategy<T> {
   void load_batch(int step) override { replica_.load(step); }
   double train_step(int step) override;
   std::vector<double> full_params(Comm& side) override;
-  std::vector<ExpectedOp> expected_comm() const override;
+  std::vector<ExpectedOp> expected_comm(int step) const override;
   MemoryExpectation expected_memory() const override;
   StepStats step_stats() const override;
 

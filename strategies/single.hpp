@@ -18,7 +18,7 @@ class Single final : public Strategy<T> {
     return loss;
   }
   std::vector<double> full_params(Comm&) override { return replica_.params_as_double(); }
-  std::vector<ExpectedOp> expected_comm() const override { return {}; }
+  std::vector<ExpectedOp> expected_comm(int) const override { return {}; }
   MemoryExpectation expected_memory() const override {
     MemoryExpectation e = full_replica_memory<T>(ctx_.config, ctx_.workload.num_params());
     e.activation = replica_.model().activation_bytes(ctx_.config.global_batch);

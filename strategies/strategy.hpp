@@ -42,8 +42,9 @@ struct CaseConfig {
   std::string stage_layers_text;      // as written in the suite ("2,1,1")
 };
 
-// One kind of call a rank makes per training step, with how often and how many bytes
-// (payload in the nccl-tests convention, see core/comm/comm.hpp).
+// One kind of call a rank makes, with how often and how many bytes (payload in the
+// nccl-tests convention, see core/comm/comm.hpp): in one step, as a strategy states it, or
+// over a whole run, as the check sums it.
 struct ExpectedOp {
   std::string axis;
   CommOp op;
@@ -91,7 +92,9 @@ class Strategy {
   // Collective over the mesh; may use only `side`, an uncounted communicator over the
   // same ranks, so checking never changes the counted bytes.
   virtual std::vector<double> full_params(Comm& side) = 0;
-  virtual std::vector<ExpectedOp> expected_comm() const = 0;
+  // What this rank moves in step `step` (from 0) of the run. It may vary by step: an
+  // operation every H steps, nothing in the first s. The check sums it over the run.
+  virtual std::vector<ExpectedOp> expected_comm(int step) const = 0;
   virtual MemoryExpectation expected_memory() const = 0;
   virtual StepStats step_stats() const { return {}; }
 };
