@@ -1,0 +1,107 @@
+"""Which input files and columns the report reads, with their units.
+
+The one place that says what is required: a missing required file or column stops
+the report (exit status 2); a missing optional one (older runs) only hides what
+needs it. Names and units follow results/SCHEMA.md (test_schema.py checks that).
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str  # as written in results/SCHEMA.md ("-" for none)
+    required: bool = False
+    text: bool = False  # kept as a string; other columns are parsed as numbers
+    used_for: str = ""  # what needs it, named in the error when a required one is missing
+
+
+def req(name, unit, used_for, text=False):
+    return Column(name, unit, required=True, text=text, used_for=used_for)
+
+
+def opt(name, unit, text=False):
+    return Column(name, unit, text=text)
+
+
+CASES = [
+    req("case", "-", "every table and plot", text=True),
+    req("workload", "-", "grouping by workload", text=True),
+    req("verdict", "-", "the verdict counts", text=True),
+    req("step_time_s", "s", "step time and speed"),
+    req("samples_per_s", "samples/s", "throughput of mlp workloads"),
+    req("peak_mem_bytes", "bytes", "peak memory"),
+    req("comm_bytes_per_step", "bytes", "communication volume"),
+    opt("strategy", "-", text=True),
+    opt("dtype", "-", text=True),
+    opt("optimizer", "-", text=True),
+    opt("ranks", "count"),
+    opt("oversubscribed", "bool"),
+    opt("dp", "count"),
+    opt("tp", "count"),
+    opt("pp", "count"),
+    opt("steps", "count"),
+    opt("global_batch", "samples"),
+    opt("bucket_bytes", "bytes"),
+    opt("zero_stage", "0-3"),
+    opt("overlap", "bool"),
+    opt("prefetch", "bool"),
+    opt("reshard_after_forward", "bool"),
+    opt("data", "-", text=True),
+    opt("microbatches", "count"),
+    opt("schedule", "-", text=True),
+    opt("stage_layers", "-", text=True),
+    opt("link_bus_gbps", "GB/s"),
+    opt("link_latency_us", "us"),
+    opt("step_time_p90_s", "s"),
+    opt("tokens_per_s", "tokens/s"),
+    opt("bubble_frac", "-"),
+    opt("bubble_theory", "-"),
+    opt("comm_bytes_expected", "bytes"),
+    opt("comm_wait_s", "s"),
+    opt("comm_exposed_frac", "-"),
+    opt("max_rel_err", "-"),
+    opt("err_ratio", "-"),
+    opt("check_exact", "-", text=True),
+    opt("check_precision", "-", text=True),
+    opt("check_comm", "-", text=True),
+    opt("check_memory", "-", text=True),
+    opt("reason", "-", text=True),
+]
+
+COMM = [
+    req("case", "-", "the communication plots", text=True),
+    req("axis", "-", "the communication plots", text=True),
+    req("op", "-", "the communication plots", text=True),
+    req("calls", "count", "message size per call"),
+    req("payload_bytes", "bytes", "message size per call"),
+    req("bus_bytes", "bytes", "bus bandwidth"),
+    req("wait_s", "s", "bus bandwidth"),
+    opt("model_s", "s"),
+]
+
+MEMORY = [
+    req("case", "-", "the memory plot", text=True),
+    req("category", "-", "the memory plot", text=True),
+    req("peak_bytes", "bytes", "the memory plot"),
+    opt("rank", "index"),
+    opt("expected_bytes", "bytes"),
+]
+
+STAGES = [
+    req("case", "-", "the pipeline bubble plot", text=True),
+    req("stage", "index", "the pipeline bubble plot"),
+    req("bubble_frac", "-", "the pipeline bubble plot"),
+    req("bubble_theory", "-", "the pipeline bubble plot"),
+]
+
+# Every input CSV with its columns. steps.csv (per-step losses) is not read: the
+# correctness view uses the per-case errors of cases.csv.
+FILES = {"cases.csv": CASES, "comm.csv": COMM, "memory.csv": MEMORY, "stages.csv": STAGES}
+# Files older runs do not have: a missing one leaves its plot empty, with a note.
+OPTIONAL_FILES = {"stages.csv"}
+
+# Fixed bounds of the conformance checks (harness/checks.hpp), drawn on the plot.
+EXACT_BOUND = 1e-12  # max_rel_err of float64 cases against the float64 oracle
+PRECISION_BOUND = 4.0  # err_ratio of float32 cases: distance to oracle / single float32's
