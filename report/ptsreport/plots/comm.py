@@ -5,7 +5,6 @@ Bus bandwidth = bus_bytes / wait_s (comm.csv, both per step), the nccl-tests bus
 with the time ranks were blocked in the op: comparable across ops and rank counts
 and with a link's rated bus speed; an upper bound where the op overlaps compute."""
 
-import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,7 +12,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..formatting import byte_unit
 from ..load import Run
-from .style import (case_axis, no_data, strategy_colors, strategy_legend, timing_caveat,
+from .style import (case_axis, no_data, panel_grid, strategy_colors, strategy_legend, timing_caveat,
                     workload_panels)
 
 AXIS_MARKERS = {"dp": "o", "tp": "s", "pp": "^", "world": "D"}
@@ -34,13 +33,8 @@ def plot_bandwidth(run: Run):
         return no_data("no timed communication (comm.csv has no op with bytes and wait time)")
     ops = list(dict.fromkeys(comm["op"]))
     op_colors = {op: plt.get_cmap("tab10").colors[i % 10] for i, op in enumerate(ops)}
-    ncols = min(3, len(workloads))
-    nrows = math.ceil(len(workloads) / ncols)
-    fig, grid = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(4.8 * ncols + 1.8, 3.8 * nrows))
-    for ax in grid.flat[len(workloads):]:
-        ax.axis("off")
-    for workload, ax in zip(workloads, grid.flat):
+    fig, axes = panel_grid(len(workloads), 4.8, 3.8, 1.8)
+    for workload, ax in zip(workloads, axes):
         part = comm[comm["workload"] == workload]
         for (op, axis), group in part.groupby(["op", "axis"], sort=False):
             ax.scatter(group["bytes_per_call"], group["busbw_gbps"], color=op_colors[op],

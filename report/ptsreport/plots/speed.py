@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..formatting import num
 from ..load import Run
-from .style import (case_axis, no_data, strategy_colors, strategy_legend, timing_caveat,
+from .style import (case_axis, no_data, panel_grid, strategy_colors, strategy_legend, timing_caveat,
                     workload_panels)
 
 EXPOSED = dict(facecolor="#444", hatch="////", edgecolor="white", linewidth=0)
@@ -112,13 +112,8 @@ def plot_scaling(run: Run):
     if not panels:
         return no_data("no configuration was run at two sizes of dp, tp or pp")
     colors = strategy_colors(run)
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, grid = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(5.2 * ncols, 4.6 * nrows))
-    for ax in grid.flat[len(panels):]:
-        ax.axis("off")
-    for (workload, axis, series), ax in zip(panels, grid.flat):
+    fig, axes = panel_grid(len(panels), 5.2, 4.6)
+    for (workload, axis, series), ax in zip(panels, axes):
         configs = [c for c, _ in series]
         sizes = set()
         for config, points in series:
@@ -163,13 +158,8 @@ def plot_tradeoff(run: Run):
     if not workloads:
         return no_data("no case has both throughput and peak memory")
     colors = strategy_colors(run)
-    ncols = min(3, len(workloads))
-    nrows = math.ceil(len(workloads) / ncols)
-    fig, grid = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
-                             figsize=(4.8 * ncols + 1.8, 4.0 * nrows))
-    for ax in grid.flat[len(workloads):]:
-        ax.axis("off")
-    for workload, ax in zip(workloads, grid.flat):
+    fig, axes = panel_grid(len(workloads), 4.8, 4.0, 1.8)
+    for workload, ax in zip(workloads, axes):
         part = cases[cases["workload"] == workload]
         handles = []
         for dtype, by_dtype in part.groupby("dtype", sort=False):

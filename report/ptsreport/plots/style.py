@@ -1,6 +1,8 @@
 """What every plot shares: one panel row per workload, one colour per strategy,
 case labels, saving, and the core-sharing caveat on timing plots."""
 
+import math
+
 import matplotlib.pyplot as plt
 
 from ..load import Run
@@ -27,6 +29,18 @@ def workload_panels(workloads: list, num_items: list, ncols=1, width=WIDTH_INCH,
                          for j in range(1, ncols)]
         rows.append(row)
     return fig, rows
+
+
+def panel_grid(n: int, panel_width: float, panel_height: float, extra_width: float = 0.0):
+    """A figure of n square-ish panels, at most 3 per row, with the unused cells of the
+    last row switched off. Returns (fig, the n axes in order)."""
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, grid = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                             figsize=(panel_width * ncols + extra_width, panel_height * nrows))
+    for ax in grid.flat[n:]:
+        ax.axis("off")
+    return fig, list(grid.flat[:n])
 
 
 def strategy_colors(run: Run) -> dict:
