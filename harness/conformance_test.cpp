@@ -2,7 +2,7 @@
 // at dp 2, 3 (one rank idle) and 4, and each planted bug is caught by the check meant for
 // it, and only where it should be. Verdicts are read from the run's cases.csv on disk.
 #include "harness/testing/suite_run.hpp"
-#include "strategies/data_parallel.hpp"
+#include "strategies/trainer.hpp"
 #include "strategies/testing/broken_strategies.hpp"
 
 namespace pts {

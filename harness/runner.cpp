@@ -13,7 +13,6 @@
 #include "core/comm/link_comm.hpp"
 #include "harness/checks.hpp"
 #include "harness/progress.hpp"
-#include "strategies/data_parallel.hpp"
 #include "strategies/single.hpp"
 
 namespace pts {

@@ -7,30 +7,6 @@
 
 namespace pts {
 
-std::vector<PipeStep> pipeline_schedule(const std::string& schedule, int stage, int stages, int micro) {
-  std::vector<PipeStep> out;
-  if (schedule == "gpipe") {
-    for (int k = 0; k < micro; ++k) out.push_back({true, k});
-    for (int k = 0; k < micro; ++k) out.push_back({false, k});
-    return out;
-  }
-  const int warmup = std::min(stages - stage - 1, micro);
-  int f = 0, b = 0;
-  for (; f < warmup; ++f) out.push_back({true, f});
-  while (f < micro) {
-    out.push_back({true, f++});
-    out.push_back({false, b++});
-  }
-  while (b < micro) out.push_back({false, b++});
-  return out;
-}
-
-int pipeline_in_flight(const std::string& schedule, int stage, int stages, int micro) {
-  return schedule == "gpipe" ? micro : std::min(stages - stage, micro);
-}
-
-double bubble_theory(int stages, int micro) { return double(stages - 1) / double(micro + stages - 1); }
-
 std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages, const std::vector<int>& stage_layers) {
   // Layers that may be spread: transformer blocks (gpt; embedding and head ride along) or
   // hidden layers (mlp; the head rides along on the last stage).
@@ -65,7 +41,8 @@ std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages,
 }
 
 template <class T>
-Pipeline<T>::Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::string schedule, int micro)
+Pipeline<T>::Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::shared_ptr<const PipeSchedule> schedule,
+                      int micro)
     : ctx_(ctx), replica_(replica), pp_(ctx.mesh.pp()), schedule_(std::move(schedule)), micro_(micro),
       stage_(ctx.mesh.coord().pp), stages_(ctx.mesh.layout().pp),
       rows_(replica.batch().rows / micro) {
@@ -101,8 +78,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
     busy_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   };
   Tensor<T> grad_in;  // the gradient received from the next stage
-  std::vector<T> saved_grads;
-  for (const PipeStep& st : steps()) {
+  for (const PipeStep& st : schedule_->steps(stage_, stages_, micro_)) {
     const int k = st.micro;
     const Micro<T> mb = micro_batch(k);
     if (st.forward) {
@@ -134,10 +110,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
       }
       Send s;
       if (!first) s.buf = Tensor<T>(ctx_.memory, MemCategory::workspace, {in_elems});
-      const bool keep = keep_gradient(k);
-      if (!keep) saved_grads.assign(m.grads().data(), m.grads().data() + m.grads().numel());
       timed([&] { m.backward(k, mb, dout, first ? nullptr : s.buf.data(), h, k > 0); });
-      if (!keep) std::copy(saved_grads.begin(), saved_grads.end(), m.grads().data());
       inputs_[k] = Tensor<T>();
       if (!first) {
         s.req = pp_.isend(s.buf.data(), in_elems, dtype_of<T>(), stage_ - 1, m_ + k);
@@ -172,7 +145,18 @@ std::vector<ExpectedOp> Pipeline<T>::expected_comm() const {
 
 template <class T>
 int64_t Pipeline<T>::expected_activation() const {
-  return pipeline_in_flight(schedule_, stage_, stages_, micro_) * replica_.model().activation_bytes(rows_);
+  return schedule_->in_flight(stage_, stages_, micro_) * replica_.model().activation_bytes(rows_);
+}
+
+template <class T>
+int64_t Pipeline<T>::workspace_bound() const {
+  const Model<T>& m = replica_.model();
+  // Sends are reaped as they complete, at the latest at the end of the step: at most every
+  // send of the step (m activations, m input gradients) plus the received gradient
+  // (two while the next replaces it).
+  const int64_t out = rows_ * m.out_per_row(), in = rows_ * m.in_per_row();
+  const int64_t elems = (m.last_stage() ? 0 : micro_ * out + 2 * out) + (m.first_stage() ? 0 : micro_ * in);
+  return elems * static_cast<int64_t>(sizeof(T));
 }
 
 template class Pipeline<float>;

@@ -1,12 +1,7 @@
 // The pipeline axis: the model's blocks split into pp contiguous stages (the embedding or
 // first layer on stage 0, the head on the last), a replica's batch split into m
 // microbatches, activations sent forward and their gradients backward between neighbouring
-// stages. Schedules (stage s of p, microbatches 0..m-1, F = forward, B = backward):
-//   gpipe  F0 F1 ... F(m-1) B0 B1 ... B(m-1)          (Huang et al., 2019)
-//   1f1b   min(p-s-1, m) warm-up forwards, then alternate one forward and one backward,
-//          then the remaining backwards                (Narayanan et al., PipeDream-Flush)
-// Both leave the same bubble, (p-1)/(m+p-1) of the step idle per stage on uniform stages;
-// 1f1b holds at most min(p-s, m) microbatches of activations on stage s, gpipe m.
+// stages, in the order a schedule object gives (schedules.hpp).
 // Each microbatch's loss is normalised by the replica's whole batch, so the accumulated
 // gradients are the full-batch gradient.
 //
@@ -22,20 +17,11 @@
 #include <vector>
 
 #include "strategies/replica.hpp"
+#include "strategies/schedules.hpp"
 #include "strategies/strategy.hpp"
 
 namespace pts {
 
-struct PipeStep {
-  bool forward = true;
-  int micro = 0;
-};
-// The order of forward and backward microbatches stage `stage` of `stages` runs.
-std::vector<PipeStep> pipeline_schedule(const std::string& schedule, int stage, int stages, int micro);
-// Most microbatches forwarded but not yet backwarded at once on `stage`.
-int pipeline_in_flight(const std::string& schedule, int stage, int stages, int micro);
-// (p-1)/(m+p-1).
-double bubble_theory(int stages, int micro);
 // Block range [first, end) of every stage. stage_layers (empty: balanced) gives the number
 // of transformer layers (gpt) or hidden layers (mlp) per stage; the embedding joins the first
 // stage and the head the last. Throws CaseError when the layout does not fit the model.
@@ -44,8 +30,7 @@ std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages,
 template <class T>
 class Pipeline {
  public:
-  Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::string schedule, int micro);
-  virtual ~Pipeline() = default;
+  Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::shared_ptr<const PipeSchedule> schedule, int micro);
   // One step's forward and backward of every microbatch on this stage. The hooks run around
   // a unit's first forward (microbatch 0), last forward (m-1), first backward (0) and last
   // backward (m-1), so data parallelism sees each unit once per step. Returns the summed
@@ -57,12 +42,10 @@ class Pipeline {
   // pp point-to-point plus the tensor-parallel collectives of every microbatch.
   std::vector<ExpectedOp> expected_comm() const;
   int64_t expected_activation() const;
-
- protected:
-  // Test-only hooks for planted bugs: false drops microbatch `micro`'s gradient; the order
-  // of forwards and backwards this stage runs.
-  virtual bool keep_gradient(int /*micro*/) const { return true; }
-  virtual std::vector<PipeStep> steps() const { return pipeline_schedule(schedule_, stage_, stages_, micro_); }
+  // Upper bound on the workspace the pipeline holds: the send buffers of one step that may
+  // still be in flight and the received gradient.
+  int64_t workspace_bound() const;
+  double bubble_theory() const { return schedule_->bubble(stages_, micro_); }
 
  private:
   Micro<T> micro_batch(int k) const;
@@ -71,7 +54,7 @@ class Pipeline {
   StrategyContext<T> ctx_;
   Replica<T>& replica_;
   Comm& pp_;
-  std::string schedule_;
+  std::shared_ptr<const PipeSchedule> schedule_;
   int micro_, stage_, stages_;
   int64_t rows_;  // per microbatch
   std::vector<Tensor<T>> inputs_;  // [micro]: the stage's received input, kept until backward

@@ -29,13 +29,13 @@ int most_in_flight(const std::vector<PipeStep>& steps) {
 }
 
 TEST(PipelineSchedule, OrdersAsPublished) {
-  EXPECT_EQ(render(pipeline_schedule("gpipe", 0, 2, 3)), "F0 F1 F2 B0 B1 B2 ");
+  EXPECT_EQ(render(find_schedule("gpipe")->steps(0, 2, 3)), "F0 F1 F2 B0 B1 B2 ");
   // 4 stages, 6 microbatches: stage s warms up with 3 - s forwards.
-  EXPECT_EQ(render(pipeline_schedule("1f1b", 0, 4, 6)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
-  EXPECT_EQ(render(pipeline_schedule("1f1b", 2, 4, 6)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5 ");
-  EXPECT_EQ(render(pipeline_schedule("1f1b", 3, 4, 6)), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 ");
+  EXPECT_EQ(render(find_schedule("1f1b")->steps(0, 4, 6)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
+  EXPECT_EQ(render(find_schedule("1f1b")->steps(2, 4, 6)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5 ");
+  EXPECT_EQ(render(find_schedule("1f1b")->steps(3, 4, 6)), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 ");
   // Fewer microbatches than stages: warm-up is cut at m.
-  EXPECT_EQ(render(pipeline_schedule("1f1b", 0, 4, 2)), "F0 F1 B0 B1 ");
+  EXPECT_EQ(render(find_schedule("1f1b")->steps(0, 4, 2)), "F0 F1 B0 B1 ");
 }
 
 TEST(PipelineSchedule, EveryMicrobatchOnceForwardBeforeBackwardAndInFlightAsStated) {
@@ -44,7 +44,7 @@ TEST(PipelineSchedule, EveryMicrobatchOnceForwardBeforeBackwardAndInFlightAsStat
       for (int m : {1, 2, 3, 4, 8, 16})
         for (int s = 0; s < p; ++s) {
           SCOPED_TRACE(std::string(sched) + " p" + std::to_string(p) + " m" + std::to_string(m) + " s" + std::to_string(s));
-          const auto steps = pipeline_schedule(sched, s, p, m);
+          const auto steps = find_schedule(sched)->steps(s, p, m);
           ASSERT_EQ(steps.size(), size_t(2 * m));
           std::vector<int> forward_at(m, -1), backward_at(m, -1);
           for (size_t i = 0; i < steps.size(); ++i) (steps[i].forward ? forward_at : backward_at)[steps[i].micro] = int(i);
@@ -55,16 +55,16 @@ TEST(PipelineSchedule, EveryMicrobatchOnceForwardBeforeBackwardAndInFlightAsStat
               ASSERT_GT(backward_at[k], backward_at[k - 1]);  // backwards in order: 0 first
             }
           }
-          EXPECT_EQ(most_in_flight(steps), pipeline_in_flight(sched, s, p, m));
+          EXPECT_EQ(most_in_flight(steps), find_schedule(sched)->in_flight(s, p, m));
         }
-  EXPECT_EQ(pipeline_in_flight("1f1b", 0, 4, 16), 4);
-  EXPECT_EQ(pipeline_in_flight("gpipe", 0, 4, 16), 16);
+  EXPECT_EQ(find_schedule("1f1b")->in_flight(0, 4, 16), 4);
+  EXPECT_EQ(find_schedule("gpipe")->in_flight(0, 4, 16), 16);
 }
 
 TEST(PipelineSchedule, BubbleTheory) {
-  EXPECT_DOUBLE_EQ(bubble_theory(1, 4), 0.0);
-  EXPECT_DOUBLE_EQ(bubble_theory(2, 8), 1.0 / 9.0);
-  EXPECT_DOUBLE_EQ(bubble_theory(4, 4), 3.0 / 7.0);
+  EXPECT_DOUBLE_EQ(OneFOneB().bubble(1, 4), 0.0);
+  EXPECT_DOUBLE_EQ(OneFOneB().bubble(2, 8), 1.0 / 9.0);
+  EXPECT_DOUBLE_EQ(OneFOneB().bubble(4, 4), 3.0 / 7.0);
 }
 
 TEST(StageBlocks, EmbeddingFirstHeadLastLayersBalancedOrAsGiven) {

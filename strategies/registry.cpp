@@ -1,6 +1,9 @@
 #include "strategies/registry.hpp"
 
-#include "strategies/data_parallel.hpp"
+#include "strategies/dp/ddp.hpp"
+#include "strategies/dp/fsdp.hpp"
+#include "strategies/dp/zero.hpp"
+#include "strategies/trainer.hpp"
 #include "strategies/single.hpp"
 
 namespace pts {
@@ -46,14 +49,24 @@ void validate_single(const CaseConfig& c, const WorkloadSpec&) {
 StrategyRegistry builtin_strategies() {
   StrategyRegistry r;
   r.add(strategy_entry<Single>("single", "the oracle: one rank, the whole global batch", validate_single));
-  r.add(parallel_entry<DataParallel>("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", "dp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("zero1", "ZeRO-1: optimizer state sharded over dp", "dp", ParallelPreset{1, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", "dp", ParallelPreset{2, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)", "dp", ParallelPreset{3, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("tp", "tensor parallel (Megatron): heads and MLP split over tp, vocabulary-parallel embedding and loss", "tp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("pp-gpipe", "pipeline parallel, GPipe schedule: all forwards, then all backwards", "pp", ParallelPreset{0, "gpipe", {}}));
-  r.add(parallel_entry<DataParallel>("pp-1f1b", "pipeline parallel, 1F1B schedule: at most pp microbatches in flight", "pp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case", "dp tp pp", ParallelPreset{-1, "", {}}));
+  const auto ddp = dp_algorithm<Ddp>("ddp", 0);
+  const auto one_f_one_b = find_schedule("1f1b");
+  r.add(trainer_entry("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", "dp",
+                      {ddp, one_f_one_b}));
+  r.add(trainer_entry("zero1", "ZeRO-1: optimizer state sharded over dp", "dp",
+                      {dp_algorithm<Zero>("zero1", 1, 1), one_f_one_b}));
+  r.add(trainer_entry("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", "dp",
+                      {dp_algorithm<Zero>("zero2", 2, 2), one_f_one_b}));
+  r.add(trainer_entry("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)",
+                      "dp", {dp_algorithm<Fsdp>("fsdp", 3), one_f_one_b}));
+  r.add(trainer_entry("tp", "tensor parallel (Megatron): heads and MLP split over tp, vocabulary-parallel embedding and loss",
+                      "tp", {ddp, one_f_one_b}));
+  r.add(trainer_entry("pp-gpipe", "pipeline parallel, GPipe schedule: all forwards, then all backwards", "pp",
+                      {ddp, find_schedule("gpipe")}));
+  r.add(trainer_entry("pp-1f1b", "pipeline parallel, 1F1B schedule: at most pp microbatches in flight", "pp",
+                      {ddp, one_f_one_b}));
+  r.add(trainer_entry("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
+                      "dp tp pp", {}));
   return r;
 }
 

@@ -42,6 +42,9 @@ struct CaseConfig {
   std::string stage_layers_text;      // as written in the suite ("2,1,1")
 };
 
+// The number of microbatches a case runs per replica per step (microbatches = 0: pp).
+inline int microbatches_of(const CaseConfig& c) { return c.microbatches > 0 ? c.microbatches : c.layout.pp; }
+
 // One kind of call a rank makes, with how often and how many bytes (payload in the
 // nccl-tests convention, see core/comm/comm.hpp): in one step, as a strategy states it, or
 // over a whole run, as the check sums it.

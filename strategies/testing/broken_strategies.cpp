@@ -1,46 +1,64 @@
+// Every planted bug is built the way a user would build a new strategy: a custom dp
+// algorithm (subclassing or wrapping a shipped one through its public extension points) or a
+// custom pipeline schedule, registered with trainer_entry. Nothing in production code checks
+// for them.
 #include "strategies/testing/broken_strategies.hpp"
 
-#include "strategies/data_parallel.hpp"
+#include "strategies/dp/ddp.hpp"
+#include "strategies/dp/fsdp.hpp"
+#include "strategies/dp/zero.hpp"
+#include "strategies/trainer.hpp"
 
 namespace pts {
 namespace {
 
+// ddp that forgets to divide the summed gradient by dp.
 template <class T>
-class SumsGradients final : public DataParallel<T> {
+class SumsGradients final : public Ddp<T> {
  public:
-  using DataParallel<T>::DataParallel;
-  T gradient_scale() const override { return T(1); }
+  using Ddp<T>::Ddp;
+  void average(T*, int64_t) override {}
 };
 
+// ddp that never reduces its first bucket (the last layers' gradients stay local).
 template <class T>
-class SkipsFirstBucket final : public DataParallel<T> {
+class SkipsFirstBucket final : public Ddp<T> {
  public:
-  using DataParallel<T>::DataParallel;
-  bool bucket_enabled(size_t index) const override { return index != 0; }
+  using Ddp<T>::Ddp;
+  RequestPtr reduce_bucket(size_t index, T* data, int64_t n) override {
+    return index == 0 ? nullptr : Ddp<T>::reduce_bucket(index, data, n);
+  }
 };
 
+// ddp that keeps a full extra copy of the gradients.
 template <class T>
-class KeepsGradientCopy final : public DataParallel<T> {
+class KeepsGradientCopy final : public Ddp<T> {
  public:
-  KeepsGradientCopy(const StrategyContext<T>& ctx, ParallelPreset preset)
-      : DataParallel<T>(ctx, preset), copy_(ctx.memory, MemCategory::grad, {ctx.workload.num_params()}) {}
+  using Ddp<T>::Ddp;
+  void attach(Model<T>& model) override {
+    Ddp<T>::attach(model);
+    copy_ = Tensor<T>(this->memory(), MemCategory::grad, {model.layout().padded_total()});
+  }
 
  private:
   Tensor<T> copy_;
 };
 
+// zero1/zero2 that update their reduce-scattered shard one element off.
 template <class T>
-class ShiftsShard final : public DataParallel<T> {
+class ShiftsShard final : public Zero<T> {
  public:
-  using DataParallel<T>::DataParallel;
-  int64_t shard_update_shift() const override { return 1; }
+  using Zero<T>::Zero;
+  void update_shard(T* params, const T* grads, int64_t state_offset, int64_t n) override {
+    Zero<T>::update_shard(params + 1, grads, state_offset, n - 1);
+  }
 };
 
 template <class T>
-class NeverFreesUnits final : public DataParallel<T> {
+class NeverFreesUnits final : public Fsdp<T> {
  public:
-  using DataParallel<T>::DataParallel;
-  void free_unit(Tensor<T>& gathered) override {
+  using Fsdp<T>::Fsdp;
+  void release(Tensor<T>& gathered) override {
     leaked_.push_back(std::move(gathered));
     gathered = Tensor<T>();
   }
@@ -50,66 +68,62 @@ class NeverFreesUnits final : public DataParallel<T> {
 };
 
 template <class T>
-class GathersTwice final : public DataParallel<T> {
+class GathersTwice final : public Fsdp<T> {
  public:
-  using DataParallel<T>::DataParallel;
-  int gathers_before_backward() const override { return 2; }
+  using Fsdp<T>::Fsdp;
+  void gather_for_backward(size_t u) override {
+    Fsdp<T>::gather_for_backward(u);
+    Fsdp<T>::release(this->gathered(u));
+    Fsdp<T>::gather_for_backward(u);
+  }
 };
 
-// 1F1B that loses the last microbatch's gradient contribution.
-template <class T>
-class DropsLastMicrobatch final : public Pipeline<T> {
+// 1F1B that never runs the last microbatch's backward: its gradient is lost.
+class SkipsLastBackward final : public OneFOneB {
  public:
-  using Pipeline<T>::Pipeline;
-  bool keep_gradient(int micro) const override { return micro + 1 < this->micro(); }
+  std::vector<PipeStep> steps(int stage, int stages, int micro) const override {
+    auto out = OneFOneB::steps(stage, stages, micro);
+    std::erase_if(out, [micro](const PipeStep& s) { return !s.forward && s.micro == micro - 1; });
+    return out;
+  }
 };
 
-// Says 1F1B but runs every forward before any backward (GPipe's order): the same numbers,
-// m microbatches of activations held instead of pp.
-template <class T>
-class RunsAllForwardsFirst final : public Pipeline<T> {
+// Says 1F1B (and states 1F1B's activation peak) but runs every forward before any backward
+// (GPipe's order): the same numbers, m microbatches of activations held instead of pp.
+class RunsAllForwardsFirst final : public OneFOneB {
  public:
-  using Pipeline<T>::Pipeline;
-  std::vector<PipeStep> steps() const override { return pipeline_schedule("gpipe", 0, 1, this->micro()); }
-};
-
-// A trainer whose pipeline is P (a pipeline with a planted bug).
-template <template <class> class P>
-struct WithPipeline {
-  template <class T>
-  class Trainer final : public DataParallel<T> {
-   public:
-    Trainer(const StrategyContext<T>& ctx, ParallelPreset preset)
-        : DataParallel<T>(ctx, preset), ctx_(ctx), preset_(preset) {}
-    std::unique_ptr<Pipeline<T>> make_pipeline() override {
-      return std::make_unique<P<T>>(ctx_, this->replica(), preset_.schedule, microbatches_of(ctx_.config));
-    }
-
-   private:
-    StrategyContext<T> ctx_;
-    ParallelPreset preset_;
-  };
+  std::vector<PipeStep> steps(int stage, int stages, int micro) const override {
+    return GPipe().steps(stage, stages, micro);
+  }
 };
 
 }  // namespace
 
 void add_broken_strategies(StrategyRegistry& r) {
-  r.add(parallel_entry<SumsGradients>("ddp-sum", "BROKEN: sums gradients instead of averaging", "dp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<SkipsFirstBucket>("ddp-skip-bucket", "BROKEN: skips the first bucket", "dp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<KeepsGradientCopy>("ddp-leak", "BROKEN: holds an extra gradient copy", "dp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<ShiftsShard>("zero1-shard-shift", "BROKEN: shard update one element off", "dp", ParallelPreset{1, "1f1b", {}}));
-  r.add(parallel_entry<ShiftsShard>("zero2-shard-shift", "BROKEN: shard update one element off", "dp", ParallelPreset{2, "1f1b", {}}));
-  r.add(parallel_entry<NeverFreesUnits>("fsdp-no-free", "BROKEN: never frees gathered units", "dp", ParallelPreset{3, "1f1b", {}}));
-  r.add(parallel_entry<GathersTwice>("fsdp-double-gather", "BROKEN: gathers twice before backward", "dp", ParallelPreset{3, "1f1b", {}}));
-  r.add(parallel_entry<DataParallel>("tp-no-row-reduce", "BROKEN: attention's row-parallel projection skips its all-reduce",
-                                     "tp", ParallelPreset{0, "1f1b", {true, 0}}));
-  r.add(parallel_entry<DataParallel>("tp-vocab-shift", "BROKEN: vocabulary shards looked up one row off", "tp",
-                                     ParallelPreset{0, "1f1b", {false, 1}}));
-  r.add(parallel_entry<WithPipeline<DropsLastMicrobatch>::Trainer>(
-      "pp-1f1b-drop-last", "BROKEN: 1F1B drops the last microbatch's gradient", "pp", ParallelPreset{0, "1f1b", {}}));
-  r.add(parallel_entry<WithPipeline<RunsAllForwardsFirst>::Trainer>(
-      "pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
-      ParallelPreset{0, "1f1b", {}}));
+  const auto ddp = dp_algorithm<Ddp>("ddp", 0);
+  const auto one_f_one_b = find_schedule("1f1b");
+  r.add(trainer_entry("ddp-sum", "BROKEN: sums gradients instead of averaging", "dp",
+                      {dp_algorithm<SumsGradients>("ddp", 0), one_f_one_b}));
+  r.add(trainer_entry("ddp-skip-bucket", "BROKEN: skips the first bucket", "dp",
+                      {dp_algorithm<SkipsFirstBucket>("ddp", 0), one_f_one_b}));
+  r.add(trainer_entry("ddp-leak", "BROKEN: holds an extra gradient copy", "dp",
+                      {dp_algorithm<KeepsGradientCopy>("ddp", 0), one_f_one_b}));
+  r.add(trainer_entry("zero1-shard-shift", "BROKEN: shard update one element off", "dp",
+                      {dp_algorithm<ShiftsShard>("zero1", 1, 1), one_f_one_b}));
+  r.add(trainer_entry("zero2-shard-shift", "BROKEN: shard update one element off", "dp",
+                      {dp_algorithm<ShiftsShard>("zero2", 2, 2), one_f_one_b}));
+  r.add(trainer_entry("fsdp-no-free", "BROKEN: never frees gathered units", "dp",
+                      {dp_algorithm<NeverFreesUnits>("fsdp", 3), one_f_one_b}));
+  r.add(trainer_entry("fsdp-double-gather", "BROKEN: gathers twice before backward", "dp",
+                      {dp_algorithm<GathersTwice>("fsdp", 3), one_f_one_b}));
+  r.add(trainer_entry("tp-no-row-reduce", "BROKEN: attention's row-parallel projection skips its all-reduce", "tp",
+                      {ddp, one_f_one_b, {true, 0}}));
+  r.add(trainer_entry("tp-vocab-shift", "BROKEN: vocabulary shards looked up one row off", "tp",
+                      {ddp, one_f_one_b, {false, 1}}));
+  r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
+                      {ddp, std::make_shared<SkipsLastBackward>()}));
+  r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
+                      {ddp, std::make_shared<RunsAllForwardsFirst>()}));
 }
 
 }  // namespace pts

@@ -1,0 +1,120 @@
+#include "strategies/trainer.hpp"
+
+#include <algorithm>
+
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
+  const Layout& l = c.layout;
+  const int m = microbatches_of(c);
+  if (c.microbatches < 0) throw CaseError("microbatches", "microbatches must be at least 1 (0: one per stage)");
+  require_batch_divisible(c, int64_t(l.dp) * m, m > 1 ? "dp * microbatches " : "dp");
+  if (c.bucket_bytes < 1) throw CaseError("bucket_bytes", "bucket_bytes must be at least 1");
+  if (!find_schedule(c.schedule))
+    throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: " + schedule_names());
+  if (c.zero_stage < -1 || c.zero_stage > 3) throw CaseError("zero_stage", "zero_stage must be 0, 1, 2 or 3");
+  if (l.tp > 1) {
+    if (w.is_gpt() && w.heads % l.tp != 0)
+      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
+                                " heads; choose a divisor of " + std::to_string(w.heads));
+    if (!w.is_gpt() && w.width % l.tp != 0)
+      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s hidden width " +
+                                std::to_string(w.width));
+  }
+  if (l.pp > 1 || !c.stage_layers.empty()) stage_blocks(w, l.pp, c.stage_layers);
+}
+
+namespace {
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, const ModelFaults& faults) {
+  ModelShard s;
+  s.faults = faults;
+  if (mesh.layout().tp > 1) s.tp = &mesh.tp();
+  auto stages = stage_blocks(w, mesh.layout().pp, c.stage_layers);
+  s.first_block = stages[mesh.coord().pp].first;
+  s.end_block = stages[mesh.coord().pp].second;
+  return s;
+}
+
+template <class T>
+std::unique_ptr<DpSync<T>> make_sync(const StrategyContext<T>& ctx, const TrainerPreset& p) {
+  const DpAlgorithm& a = p.dp ? *p.dp : dp_algorithm_for_stage(std::max(ctx.config.zero_stage, 0));
+  if constexpr (std::is_same_v<T, float>) return a.make_f32(ctx);
+  else return a.make_f64(ctx);
+}
+}  // namespace
+
+template <class T>
+Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
+    : ctx_(ctx), sync_(make_sync<T>(ctx, preset)),
+      replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
+               ctx.config.global_batch / ctx.mesh.layout().dp, sync_->storage(),
+               shard_for(ctx.config, ctx.workload, ctx.mesh, preset.faults)),
+      pipeline_(ctx, replica_, preset.schedule ? preset.schedule : find_schedule(ctx.config.schedule),
+                microbatches_of(ctx.config)) {
+  sync_->attach(replica_.model());
+}
+
+template <class T>
+double Trainer<T>::train_step(int step) {
+  const double loss = pipeline_.run(sync_->hooks(step));
+  sync_->finish_step(step);
+  // The loss is on the last stage, the same on every tp rank: count it once.
+  const bool reports = pipeline_.last_stage() && ctx_.mesh.coord().tp == 0;
+  return reports ? loss / ctx_.mesh.layout().dp : 0.0;
+}
+
+template <class T>
+std::vector<double> Trainer<T>::full_params(Comm& side) {
+  // This rank's stage/shard parameters in its local unpadded order...
+  const MeshCoord& c = ctx_.mesh.coord();
+  const Layout& l = ctx_.mesh.layout();
+  auto dp_side = side.split(c.pp * l.tp + c.tp, c.dp, "dp");
+  const std::vector<double> local = sync_->local_params(*dp_side);
+  // ...placed in canonical order by the first replica and summed over all ranks (every
+  // canonical element has exactly one source; the rest add zeros, which is exact).
+  std::vector<double> full(ctx_.workload.num_params(), 0.0);
+  if (c.dp == 0)
+    for (const Segment& sg : replica_.model().segments())
+      std::copy(local.begin() + sg.local, local.begin() + sg.local + sg.count, full.begin() + sg.canonical);
+  if (side.size() > 1) side.all_reduce(full.data(), full.data(), full.size(), DType::f64);
+  return side.rank() == 0 ? full : std::vector<double>{};
+}
+
+template <class T>
+std::vector<ExpectedOp> Trainer<T>::expected_comm(int step) const {
+  std::vector<ExpectedOp> out = pipeline_.expected_comm();
+  for (ExpectedOp& op : sync_->expected_comm(step)) out.push_back(std::move(op));
+  return out;
+}
+
+template <class T>
+MemoryExpectation Trainer<T>::expected_memory() const {
+  MemoryExpectation e = sync_->expected_memory();
+  e.activation = pipeline_.expected_activation();
+  return e;
+}
+
+template <class T>
+StepStats Trainer<T>::step_stats() const {
+  return {ctx_.mesh.coord().pp, pipeline_.last_busy_s(), pipeline_.bubble_theory()};
+}
+
+template class Trainer<float>;
+template class Trainer<double>;
+
+StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
+  auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
+    const Layout& l = c.layout;
+    require_layout(c, axes.find("dp") != std::string::npos ? l.dp : 1, axes.find("tp") != std::string::npos ? l.tp : 1,
+                   axes.find("pp") != std::string::npos ? l.pp : 1, name);
+    validate_parallel(c, w);
+  };
+  StrategyInfo info = strategy_entry<Trainer>(std::move(name), std::move(description), validate, preset);
+  info.zero_stage = preset.dp ? preset.dp->zero_stage : -1;
+  info.schedule = preset.schedule ? preset.schedule->name() : "";
+  return info;
+}
+
+}  // namespace pts

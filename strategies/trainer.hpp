@@ -1,0 +1,59 @@
+// The trainer every parallel strategy is: dp replicas, each a pipeline (pipeline_parallel.hpp)
+// of tensor-parallel model shards (workloads/tensor_parallel.hpp), kept in step over dp by a
+// dp-synchronisation algorithm (dp/dp_sync.hpp). The three axes are independent pieces:
+//   dp  a DpSync: ddp (dp/ddp.hpp), zero1 / zero2 (dp/zero.hpp), fsdp (dp/fsdp.hpp), or yours;
+//   pp  a PipeSchedule: gpipe, 1f1b (schedules.hpp), or yours;
+//   tp  the model's tensor-parallel layers, split by the workload.
+// A preset fixes some of them (ddp = Ddp on dp alone, pp-gpipe = GPipe on pp alone, hybrid
+// takes all from the case). Each replica trains on global_batch/dp samples.
+//
+// A step: the pipeline runs every microbatch's forward and backward on this stage, calling
+// the dp algorithm's hooks around each unit; then the dp algorithm synchronises and updates.
+// Expectations are the sum of the pieces': the pipeline's sends, receives and tensor-parallel
+// collectives, plus the dp algorithm's operations; param/grad/optimizer bytes are the dp
+// algorithm's, activations the pipeline's, and workspace is bounded by the model's own
+// scratch plus the pipeline's and the dp algorithm's.
+#pragma once
+#include <optional>
+
+#include "strategies/dp/dp_sync.hpp"
+#include "strategies/pipeline_parallel.hpp"
+#include "strategies/registry.hpp"
+#include "strategies/replica.hpp"
+
+namespace pts {
+
+// What a preset fixes; the rest comes from the case.
+struct TrainerPreset {
+  std::optional<DpAlgorithm> dp;                 // unset: the case's zero_stage (0-3)
+  std::shared_ptr<const PipeSchedule> schedule;  // null: the case's `schedule`
+  ModelFaults faults;                            // test-only planted bugs in the model
+};
+
+template <class T>
+class Trainer final : public Strategy<T> {
+ public:
+  Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset);
+  void load_batch(int step) override { replica_.load(step); }
+  double train_step(int step) override;
+  std::vector<double> full_params(Comm& side) override;
+  std::vector<ExpectedOp> expected_comm(int step) const override;
+  MemoryExpectation expected_memory() const override;
+  StepStats step_stats() const override;
+
+ private:
+  StrategyContext<T> ctx_;
+  std::unique_ptr<DpSync<T>> sync_;
+  Replica<T> replica_;
+  Pipeline<T> pipeline_;
+};
+
+// Layout checks of every preset: the mesh fits the case, the batch splits into dp replicas
+// of m microbatches, tp divides the model's heads or width, pp fits its layers.
+void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
+
+// Registry entry for a trainer preset. `axes` lists the mesh axes the preset may use (others
+// must be 1), e.g. "dp" for ddp.
+StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset);
+
+}  // namespace pts
