@@ -1,6 +1,9 @@
 // The conformance checks, end to end under MPI (4 ranks): the real ddp passes every check
 // at dp 2, 3 (one rank idle) and 4, and each planted bug is caught by the check meant for
 // it, and only where it should be. Verdicts are read from the run's cases.csv on disk.
+#include <cstdio>
+#include <filesystem>
+
 #include "harness/testing/suite_run.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/testing/broken_strategies.hpp"
@@ -90,6 +93,28 @@ dp = 4
 dtype = ["float64", "float32"]
 
 [[case]]
+name = "gpt-synthetic"
+strategy = "ddp"
+workload = "gpt-tiny"
+global_batch = 8
+steps = 2
+dp = 2
+
+[[case]]
+name = "gpt-tokens"
+strategy = "ddp"
+workload = "gpt-tiny"
+data = "TOKENS"
+global_batch = 8
+steps = 2
+dp = 2
+
+[[case]]
+strategy = "ddp-sum-twin"
+dp = [2, 3, 4]
+dtype = ["float64", "float32"]
+
+[[case]]
 strategy = "throws"
 dp = 2
 
@@ -107,7 +132,21 @@ const Cases& run_once() {
     StrategyRegistry reg = builtin_strategies();
     add_broken_strategies(reg);
     reg.add(strategy_entry<ThrowsOnRank1>("throws", "test: throws on rank 1", validate_parallel));
-    return testing_support::run_suite_text(kSuite, "conformance", reg);
+    // A token file for the gpt case that differs from another only in its data.
+    std::string tokens = (std::filesystem::temp_directory_path() / "ptsuite-conformance-tokens.bin").string();
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) {
+      std::vector<uint16_t> t(4096);
+      for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<uint16_t>((i * 7 + i / 13) % 90);
+      std::FILE* f = std::fopen(tokens.c_str(), "wb");
+      std::fwrite(t.data(), sizeof(uint16_t), t.size(), f);
+      std::fclose(f);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::string suite = kSuite;
+    suite.replace(suite.find("TOKENS"), 6, tokens);
+    return testing_support::run_suite_text(suite.c_str(), "conformance", reg);
   }();
   return cases;
 }
@@ -194,6 +233,32 @@ TEST(Conformance, AdamwAndOverlapPass) {
     expect_case(n, "PASS", "SKIP", "PASS", "PASS", "PASS");
   for (const char* n : {"ddp-adamw-dp3-float32", "ddp-adamw-dp4-float32", "ddp-overlap-float32"})
     expect_case(n, "SKIP", "PASS", "PASS", "PASS", "PASS");
+}
+
+// The reference is cached by its whole configuration: two gpt cases that differ only in
+// their data get their own oracles (sharing one, the token-file case would fail exact).
+TEST(Conformance, CasesDifferingOnlyInDataGetTheirOwnOracle) {
+  expect_case("gpt-synthetic", "PASS", "SKIP", "PASS", "PASS", "PASS");
+  expect_case("gpt-tokens", "PASS", "SKIP", "PASS", "PASS", "PASS");
+  StrategyRegistry reg = builtin_strategies();
+  CaseConfig a;
+  a.workload = "gpt-tiny";
+  CaseConfig b = a;
+  b.data = "tokens.bin";
+  EXPECT_NE(config_key(reference_config(*reg.find("ddp"), a)), config_key(reference_config(*reg.find("ddp"), b)));
+  // ...while what does not change the oracle's training does not split the cache.
+  b = a;
+  b.strategy = "fsdp";
+  b.layout.dp = 4;
+  b.bucket_bytes = 1;
+  EXPECT_EQ(config_key(reference_config(*reg.find("ddp"), a)), config_key(reference_config(*reg.find("fsdp"), b)));
+}
+
+// A strategy names its reference: summing gradients over dp is wrong against the oracle
+// (ddp-sum fails) but right against its twin, single-device SGD at lr x dp.
+TEST_P(DpSizes, StrategyIsCheckedAgainstTheReferenceItNames) {
+  expect_case(n("ddp-sum-twin", "float64"), "PASS", "SKIP", "PASS", "PASS", "PASS");
+  expect_case(n("ddp-sum-twin", "float32"), "SKIP", "PASS", "PASS", "PASS", "PASS");
 }
 
 TEST(Conformance, ThrowOnOneRankIsRecordedAndTheSuiteGoesOn) {

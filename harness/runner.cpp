@@ -60,11 +60,13 @@ const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
 }
 
 // Trains case `c` with strategy `info` on the ranks of `counted` (a CountingComm whose stats
-// are `stats`), using `side` (uncounted, same ranks) for everything the harness itself needs.
-// Fills `report` with this rank's memory and communication figures and check verdicts.
+// are `stats`) arranged as `mesh_layout`, using `side` (uncounted, same ranks) for everything
+// the harness itself needs. Fills `report` with this rank's memory and communication figures
+// and check verdicts.
 template <class T>
-TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, Comm& counted,
-                  MpiComm& side, const CommStats& stats, json& report, const std::function<void(int)>& on_step) {
+TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
+                  Comm& counted, MpiComm& side, const CommStats& stats, json& report,
+                  const std::function<void(int)>& on_step) {
   TrainResult out;
   MemoryTracker mem;
   auto backend = make_cpu_backend<T>();
@@ -79,7 +81,7 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
     }
   };
   guard([&] {
-    mesh = std::make_unique<Mesh>(counted, c.layout);
+    mesh = std::make_unique<Mesh>(counted, mesh_layout);
     strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
   });
   out.failed = any_rank(side, !out.error.empty());
@@ -142,7 +144,9 @@ TrainResult train(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo
   return out;
 }
 
-// The single-device reference runs on rank 0 alone, cached by what determines them.
+// A case's reference (the oracle or the strategy's twin, as its registry entry names it)
+// runs on rank 0 alone, cached by the reference's whole configuration (config_key), so two
+// cases share a reference exactly when the reference would train identically.
 struct Reference {
   std::vector<double> losses, params;
   std::string error;
@@ -150,28 +154,29 @@ struct Reference {
 
 class ReferenceCache {
  public:
+  explicit ReferenceCache(const StrategyRegistry& registry) : registry_(registry) {}
+  // The reference of case c run in precision T.
   template <class T>
-  const Reference& get(const CaseConfig& c, const WorkloadSpec& w) {
-    const auto& o = c.optimizer;
-    std::string key = w.name + "|" + (std::is_same_v<T, float> ? "f32" : "f64") + "|" + std::to_string(c.steps) + "|" +
-                      std::to_string(c.global_batch) + "|" + std::to_string(c.seed) + "|" + o.kind + "|" +
-                      fmt_double(o.lr) + "|" + fmt_double(o.momentum) + "|" + fmt_double(o.weight_decay) + "|" +
-                      fmt_double(o.beta1) + "|" + fmt_double(o.beta2) + "|" + fmt_double(o.eps);
+  const Reference& get(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w) {
+    CaseConfig rc = reference_config(info, c);
+    rc.dtype = std::is_same_v<T, float> ? "float32" : "float64";
+    const std::string key = config_key(rc);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-    CaseConfig single = c;
-    single.strategy = "single";
-    single.layout = Layout{};
-    static const StrategyInfo info = strategy_entry<Single>("single", "", validate_single);
+    static const StrategyInfo oracle = strategy_entry<Single>("single", "", validate_single);
+    const StrategyInfo* ri = rc.strategy == "single" ? &oracle : registry_.find(rc.strategy);
+    if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
     MpiComm self(MPI_COMM_SELF, "self", false);
     auto stats = std::make_shared<CommStats>();
     CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
     json unused;
-    TrainResult r = train<T>(single, w, info, counted, self, *stats, unused, {});
+    TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, unused, {});
     return cache_[key] = Reference{r.losses, r.params, r.error};
   }
+  size_t size() const { return cache_.size(); }
 
  private:
+  const StrategyRegistry& registry_;
   std::map<std::string, Reference> cache_;
 };
 
@@ -214,6 +219,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
           {"overlap", c.overlap ? "1" : "0"}, {"prefetch", c.prefetch ? "1" : "0"},
           {"reshard_after_forward", c.reshard_after_forward ? "1" : "0"}, {"data", c.data},
           {"microbatches", num(int64_t(microbatches_of(c)))}, {"stage_layers", c.stage_layers_text}};
+  row["reference"] = info.reference.kind == "oracle" ? "oracle" : info.reference.kind + ":" + info.reference.strategy;
   if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
   if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
   if (c.link.enabled()) {
@@ -320,17 +326,17 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["check_exact"] = row["check_precision"] = "SKIP";
   const Reference* oracle = nullptr;
   if (!failed && mode != "none") {
-    oracle = &refs.get<double>(c, w);
+    oracle = &refs.get<double>(c, info, w);
     if (!oracle->error.empty()) {
       failed = true;
-      reasons.push_back("oracle threw: " + oracle->error);
+      reasons.push_back(info.reference.kind + " threw: " + oracle->error);
     } else if (mode == "exact") {
       CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
       row["check_exact"] = to_string(e.verdict);
       row["max_rel_err"] = num(e.value);
       if (e.verdict == Verdict::fail) reasons.push_back(e.reason);
     } else {
-      const Reference& s32 = refs.get<float>(c, w);
+      const Reference& s32 = refs.get<float>(c, info, w);
       CheckResult p = check_precision(r.params, oracle->params, s32.params);
       row["check_precision"] = to_string(p.verdict);
       row["err_ratio"] = num(p.value);
@@ -391,7 +397,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
     write_file_atomic(opts.out_dir + "/env.json", env);
     tables.write(opts.out_dir);
   }
-  ReferenceCache refs;
+  ReferenceCache refs(registry);
   Progress progress(root && !opts.quiet ? resolve_progress_mode(opts.progress) : ProgressMode::none,
                     static_cast<int>(cases.size()));
   RunSummary summary;
@@ -412,8 +418,8 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       CountingComm counted(std::move(base), stats);
       json report;
       auto on_step = [&](int s) { progress.step(s); };
-      TrainResult r = c.dtype == "float32" ? train<float>(c, w, info, counted, side, *stats, report, on_step)
-                                           : train<double>(c, w, info, counted, side, *stats, report, on_step);
+      TrainResult r = c.dtype == "float32" ? train<float>(c, c.layout, w, info, counted, side, *stats, report, on_step)
+                                           : train<double>(c, c.layout, w, info, counted, side, *stats, report, on_step);
       std::vector<double> timed_wait(r.comm_wait.begin() + std::min<size_t>(c.warmup_steps, r.comm_wait.size()),
                                      r.comm_wait.end());
       report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);

@@ -29,6 +29,7 @@ const CsvSchema& cases_schema() {
           {"warmup_steps", "count", "first steps left out of the timing statistics"},
           {"global_batch", "samples", "samples per optimizer step over all ranks"},
           {"bucket_bytes", "bytes", "gradient bucket size of data-parallel sync"},
+          {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training) or twin:<strategy> (the strategy's algorithm simulated on one rank)"},
           {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)"},
           {"overlap", "bool", "1 when gradient communication overlaps backward"},
           {"prefetch", "bool", "1 when fsdp prefetches the next unit's all-gather"},
@@ -52,7 +53,7 @@ const CsvSchema& cases_schema() {
           {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes over the run, divided by steps"},
           {"comm_wait_s", "s", "max over ranks of seconds blocked in communication per timed step (median)"},
           {"comm_exposed_frac", "-", "comm_wait_s / step_time_s: the share of the step spent blocked in communication"},
-          {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 oracle"},
+          {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 reference"},
           {"err_ratio", "-", "precision check: ||p - p_oracle64|| / max(||p_single32 - p_oracle64||, floor)"},
           {"check_exact", "-", "PASS, FAIL or SKIP"},
           {"check_precision", "-", "PASS, FAIL or SKIP"},
@@ -71,7 +72,7 @@ const CsvSchema& steps_schema() {
                                {"case", "-", "case name"},
                                {"step", "index", "optimizer step, from 0"},
                                {"loss", "nats", "global mean training loss before this step's update"},
-                               {"oracle_loss", "nats", "the same for the float64 single-device oracle (empty when not run)"},
+                               {"oracle_loss", "nats", "the same for the case's float64 reference, the oracle or the twin (empty when not run)"},
                                {"step_time_s", "s", "slowest rank's time for the step"},
                            }};
   return s;

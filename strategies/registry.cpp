@@ -1,5 +1,7 @@
 #include "strategies/registry.hpp"
 
+#include <cstdio>
+
 #include "strategies/dp/ddp.hpp"
 #include "strategies/dp/fsdp.hpp"
 #include "strategies/dp/zero.hpp"
@@ -23,6 +25,61 @@ std::string StrategyRegistry::names() const {
   std::string s;
   for (const auto& e : entries_) s += (s.empty() ? "" : ", ") + e.name;
   return s;
+}
+
+CaseConfig oracle_config(const CaseConfig& c) {
+  CaseConfig o;  // defaults for everything parallel
+  o.strategy = "single";
+  o.workload = c.workload;
+  o.data = c.data;
+  o.dtype = c.dtype;
+  o.steps = c.steps;
+  o.global_batch = c.global_batch;
+  o.optimizer = c.optimizer;
+  o.seed = c.seed;
+  return o;
+}
+
+CaseConfig reference_config(const StrategyInfo& info, const CaseConfig& c) {
+  CaseConfig r = info.reference.config ? info.reference.config(c) : oracle_config(c);
+  r.strategy = info.reference.strategy;
+  r.name.clear();
+  return r;
+}
+
+std::string config_key(const CaseConfig& c) {
+  const OptimizerConfig& o = c.optimizer;
+  std::string k;
+  auto add = [&k](const std::string& field, const std::string& v) { k += field + "=" + v + ";"; };
+  auto num = [](double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  add("strategy", c.strategy);
+  add("workload", c.workload);
+  add("data", c.data);
+  add("dtype", c.dtype);
+  add("layout", c.layout.product_string());
+  add("steps", std::to_string(c.steps));
+  add("warmup_steps", std::to_string(c.warmup_steps));
+  add("global_batch", std::to_string(c.global_batch));
+  add("optimizer", o.kind + "," + num(o.lr) + "," + num(o.momentum) + "," + num(o.weight_decay) + "," + num(o.beta1) +
+                       "," + num(o.beta2) + "," + num(o.eps));
+  add("seed", std::to_string(c.seed));
+  add("check", c.check);
+  add("bucket_bytes", std::to_string(c.bucket_bytes));
+  add("overlap", std::to_string(c.overlap));
+  add("prefetch", std::to_string(c.prefetch));
+  add("reshard_after_forward", std::to_string(c.reshard_after_forward));
+  add("link", num(c.link.bus_gbps) + "," + num(c.link.latency_us));
+  add("zero_stage", std::to_string(c.zero_stage));
+  add("schedule", c.schedule);
+  add("microbatches", std::to_string(c.microbatches));
+  std::string layers;
+  for (int n : c.stage_layers) layers += std::to_string(n) + ",";
+  add("stage_layers", layers);
+  return k;
 }
 
 void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who) {

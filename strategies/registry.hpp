@@ -21,6 +21,22 @@ class CaseError : public ConfigError {
 template <class T>
 using StrategyFactory = std::function<std::unique_ptr<Strategy<T>>(const StrategyContext<T>&)>;
 
+// What a strategy's result must equal, and so what the exact and precision checks compare
+// it with. The harness runs the reference serially on one rank (a 1-rank mesh; the
+// reference's config may still carry the case's layout for a twin to simulate) and caches
+// it by config_key() of the reference's whole configuration.
+//   oracle  single-device SGD/AdamW on the whole global batch (`single`): what every
+//           synchronous strategy must reproduce.
+//   twin    the strategy's own algorithm simulated on one rank (e.g. dp replicas stepping
+//           one after another, parameters averaged every H steps): for algorithms whose
+//           correct result is not single-device training.
+struct ReferenceSpec {
+  std::string kind = "oracle";      // oracle | twin
+  std::string strategy = "single";  // the registry entry that runs it
+  // The reference's configuration from the case's; null: the oracle's (oracle_config).
+  std::function<CaseConfig(const CaseConfig&)> config;
+};
+
 struct StrategyInfo {
   std::string name;
   std::string description;
@@ -29,6 +45,7 @@ struct StrategyInfo {
   StrategyFactory<double> make_f64;
   int zero_stage = 0;    // reported in cases.csv (-1: the case's zero_stage)
   std::string schedule;  // pipeline schedule the preset fixes ("": the case's)
+  ReferenceSpec reference;
 };
 
 // Registry entry for a strategy class template S<T> constructed from a StrategyContext<T>
@@ -38,7 +55,7 @@ StrategyInfo strategy_entry(std::string name, std::string description,
                             std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, ""};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}};
 }
 
 class StrategyRegistry {
@@ -55,6 +72,15 @@ class StrategyRegistry {
 // The strategies that ship. Test-only (deliberately broken) strategies live in
 // strategies/testing and are added only by tests.
 StrategyRegistry builtin_strategies();
+
+// The oracle's configuration for case c: the same workload, data, batch, steps, seed and
+// optimizer, on one rank, with every parallel setting at its default.
+CaseConfig oracle_config(const CaseConfig& c);
+// The configuration of the reference `info` names for case c (strategy set to the
+// reference's, name cleared).
+CaseConfig reference_config(const StrategyInfo& info, const CaseConfig& c);
+// Every setting of c but its name, as one string: equal keys train identically.
+std::string config_key(const CaseConfig& c);
 
 // Shared layout checks.
 void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who);

@@ -104,6 +104,15 @@ void add_broken_strategies(StrategyRegistry& r) {
   const auto one_f_one_b = find_schedule("1f1b");
   r.add(trainer_entry("ddp-sum", "BROKEN: sums gradients instead of averaging", "dp",
                       {dp_algorithm<SumsGradients>("ddp", 0), one_f_one_b}));
+  // Not a bug: the same summing algorithm, checked against what it should equal.
+  StrategyInfo twin = trainer_entry("ddp-sum-twin", "TEST: sums gradients; its twin is single-device SGD at lr x dp",
+                                    "dp", {dp_algorithm<SumsGradients>("ddp", 0), one_f_one_b});
+  twin.reference = {"twin", "single", [](const CaseConfig& c) {
+                      CaseConfig t = oracle_config(c);
+                      t.optimizer.lr *= c.layout.dp;
+                      return t;
+                    }};
+  r.add(std::move(twin));
   r.add(trainer_entry("ddp-skip-bucket", "BROKEN: skips the first bucket", "dp",
                       {dp_algorithm<SkipsFirstBucket>("ddp", 0), one_f_one_b}));
   r.add(trainer_entry("ddp-leak", "BROKEN: holds an extra gradient copy", "dp",
