@@ -121,6 +121,10 @@ CheckResult check_memory(const MemoryTracker& t, const MemoryExpectation& e) {
   if (e.comm_max >= 0 && t.peak(MemCategory::comm) > e.comm_max)
     problems += std::string(problems.empty() ? "" : ", ") + "comm peak " + std::to_string(t.peak(MemCategory::comm)) +
                 " bytes exceeds the bound " + std::to_string(e.comm_max);
+  if (e.workspace_max >= 0 && t.peak(MemCategory::workspace) > e.workspace_max)
+    problems += std::string(problems.empty() ? "" : ", ") + "workspace peak " +
+                std::to_string(t.peak(MemCategory::workspace)) + " bytes exceeds the bound " +
+                std::to_string(e.workspace_max);
   if (!problems.empty()) return {Verdict::fail, "memory: " + problems};
   return {Verdict::pass, ""};
 }

@@ -48,8 +48,8 @@ std::vector<ExpectedOp> run_expectation(const std::function<std::vector<Expected
 // per (axis, op), exactly; any op counted but not expected fails too.
 CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& expected_run);
 // Peak param, grad and optimizer bytes (and activation bytes where the strategy states them:
-// microbatches in flight x what one holds) must equal the expectation exactly, and the peak
-// of comm buffers must not exceed comm_max where the strategy states one.
+// microbatches in flight x what one holds) must equal the expectation exactly, and the peaks
+// of comm buffers and of workspace must not exceed comm_max and workspace_max where stated.
 CheckResult check_memory(const MemoryTracker& tracker, const MemoryExpectation& expected);
 
 }  // namespace pts

@@ -36,7 +36,7 @@ lr = 0.05
 bucket_bytes = 2048
 
 [[case]]
-strategy = ["ddp", "ddp-sum", "ddp-skip-bucket", "ddp-leak"]
+strategy = ["ddp", "ddp-sum", "ddp-skip-bucket", "ddp-leak", "ddp-scratch-copy"]
 dp = [2, 3, 4]
 dtype = ["float64", "float32"]
 
@@ -181,6 +181,11 @@ TEST_P(DpSizes, SkippedBucketFailsEquivalenceAndVolume) {
 TEST_P(DpSizes, ExtraGradientCopyFailsMemory) {
   expect_case(n("ddp-leak", "float64"), "PASS", "SKIP", "PASS", "FAIL", "FAIL");
   expect_case(n("ddp-leak", "float32"), "SKIP", "PASS", "PASS", "FAIL", "FAIL");
+}
+
+TEST_P(DpSizes, ScratchGradientCopyFailsTheWorkspaceBound) {
+  expect_case(n("ddp-scratch-copy", "float64"), "PASS", "SKIP", "PASS", "FAIL", "FAIL");
+  expect_case(n("ddp-scratch-copy", "float32"), "SKIP", "PASS", "PASS", "FAIL", "FAIL");
 }
 
 TEST_P(DpSizes, ShardedStagesPassEveryCheck) {

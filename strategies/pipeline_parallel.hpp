@@ -45,6 +45,7 @@ class Pipeline {
   // Upper bound on the workspace the pipeline holds: the send buffers of one step that may
   // still be in flight and the received gradient.
   int64_t workspace_bound() const;
+  int64_t rows_per_micro() const { return rows_; }
   double bubble_theory() const { return schedule_->bubble(stages_, micro_); }
 
  private:

@@ -14,7 +14,7 @@ class Replica {
   // Trains on samples [first_sample, first_sample + rows) of every global batch.
   Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows, const ModelStorage& storage = {},
           const ModelShard& shard = {})
-      : cfg_(ctx.config),
+      : cfg_(ctx.config), model_spec_(ctx.workload),
         model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, storage, shard)),
         data_(ctx.workload, ctx.config.seed, ctx.config.data),
         batch_(make_batch<T>(ctx.workload, ctx.memory, rows)),
@@ -23,6 +23,13 @@ class Replica {
   Model<T>& model() { return *model_; }
   const Model<T>& model() const { return *model_; }
   const Batch<T>& batch() const { return batch_; }
+  // Upper bound on workspace bytes: the batch's inputs (mlp: rows x in_dim; gpt's tokens are
+  // not tracked) and the model's scratch for microbatches of `micro_rows` rows.
+  int64_t workspace_bound(int64_t micro_rows) const {
+    const WorkloadSpec& w = model_spec_;
+    const int64_t inputs = w.is_gpt() ? 0 : batch_.rows * w.in_dim * static_cast<int64_t>(sizeof(T));
+    return inputs + model_->workspace_bytes(micro_rows);
+  }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
   // Forward + backward, overwriting the gradients; the loss is the mean over this slice.
   double forward_backward(const UnitHooks& hooks = {}) {
@@ -42,6 +49,7 @@ class Replica {
 
  private:
   const CaseConfig& cfg_;
+  const WorkloadSpec& model_spec_;
   std::unique_ptr<Model<T>> model_;
   DataSource data_;
   Batch<T> batch_;

@@ -22,6 +22,7 @@ class Single final : public Strategy<T> {
   MemoryExpectation expected_memory() const override {
     MemoryExpectation e = full_replica_memory<T>(ctx_.config, ctx_.workload.num_params());
     e.activation = replica_.model().activation_bytes(ctx_.config.global_batch);
+    e.workspace_max = replica_.workspace_bound(ctx_.config.global_batch);
     return e;
   }
 

@@ -62,6 +62,7 @@ struct MemoryExpectation {
   int64_t param = 0, grad = 0, optimizer = 0;
   int64_t comm_max = -1;  // upper bound on the peak of comm buffers (gathered params); -1: none
   int64_t activation = -1;  // exact activation peak (microbatches in flight x their bytes); -1: unchecked
+  int64_t workspace_max = -1;  // upper bound on the peak of workspace (scratch) bytes; -1: unchecked
 };
 
 // What one rank saw in its last step, for the pipeline figures.

@@ -93,6 +93,8 @@ template <class T>
 MemoryExpectation Trainer<T>::expected_memory() const {
   MemoryExpectation e = sync_->expected_memory();
   e.activation = pipeline_.expected_activation();
+  e.workspace_max = replica_.workspace_bound(pipeline_.rows_per_micro()) + pipeline_.workspace_bound() +
+                    sync_->workspace_bound();
   return e;
 }
 

@@ -153,6 +153,12 @@ class Transformer final : public GptBlock<T> {
     return this->bytes(N * (C + 2 + 3 * Cl_ + Cl_ + C + C + 2 + 2 * Fl_) + rows * H_ * this->S_ * this->S_);
   }
 
+  // Backward: da [N, F/tp] and dln [N, C], then dao [N, C/tp] and dqkv [N, 3C/tp] with dln.
+  int64_t workspace_bytes(int64_t rows) const override {
+    const int64_t N = rows * this->S_;
+    return this->bytes(N * this->C_ + N * std::max(Fl_, 4 * Cl_));
+  }
+
   double forward(int slot, const Micro<T>& mb, const T* x, T* out) override {
     const int64_t R = mb.rows, N = R * this->S_, C = this->C_;
     Saved& s = this->slot_of(saved_, slot);
@@ -245,6 +251,13 @@ class Head final : public GptBlock<T> {
   int64_t saved_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_;
     return this->bytes(N * (this->C_ + 2 + vocab_.count));  // y, mean, rstd, dlogits
+  }
+
+  // Forward: row maxima and shifts [N] each with the gathered maxima [tp, N] or the sums
+  // [2, N]; backward: dy [N, C].
+  int64_t workspace_bytes(int64_t rows) const override {
+    const int64_t N = rows * this->S_;
+    return this->bytes(std::max(N * (2 + std::max<int64_t>(this->tp_size_, 2)), N * this->C_));
   }
 
   double forward(int slot, const Micro<T>& mb, const T* x, T*) override {

@@ -66,6 +66,14 @@ int64_t Model<T>::activation_bytes(int64_t rows) const {
   return bytes;
 }
 
+template <class T>
+int64_t Model<T>::workspace_bytes(int64_t rows) const {
+  int64_t widest = in_per_row_, scratch = 0;
+  for (size_t u = 0; u + 1 < blocks_.size(); ++u) widest = std::max(widest, blocks_[u]->out_per_row());
+  for (const auto& b : blocks_) scratch = std::max(scratch, b->workspace_bytes(rows));
+  return 2 * rows * widest * static_cast<int64_t>(sizeof(T)) + scratch;
+}
+
 namespace {
 void call(const std::function<void(size_t)>& f, size_t u) {
   if (f) f(u);

@@ -144,6 +144,9 @@ class Block {
   // Activation bytes forward saves for backward for a microbatch of `rows` rows (freed by
   // backward); everything else a block allocates while it runs is workspace.
   virtual int64_t saved_bytes(int64_t rows) const = 0;
+  // Upper bound on the workspace bytes the block itself holds at once while its forward or
+  // backward runs for a microbatch of `rows` rows (freed before it returns).
+  virtual int64_t workspace_bytes(int64_t /*rows*/) const { return 0; }
   // Collectives forward + backward issue for a microbatch of `rows` rows.
   virtual void tp_comm(int64_t /*rows*/, std::vector<TpCollective>& /*out*/) const {}
 };
@@ -178,6 +181,10 @@ class Model {
   // Activation bytes one microbatch of `rows` rows holds from its forward to its backward:
   // what the blocks save, the outputs passed between them, and the stage's input.
   int64_t activation_bytes(int64_t rows) const;
+  // Upper bound on workspace bytes for microbatches of `rows` rows: the two activation-
+  // gradient buffers backward ping-pongs between plus the largest block scratch (one block
+  // runs at a time).
+  int64_t workspace_bytes(int64_t rows) const;
 
   // One microbatch through this stage. forward keeps what backward needs under `slot`
   // until backward(slot) frees it. in: the previous stage's output (null on the first

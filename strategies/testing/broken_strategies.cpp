@@ -4,6 +4,8 @@
 // for them.
 #include "strategies/testing/broken_strategies.hpp"
 
+#include <algorithm>
+
 #include "strategies/dp/ddp.hpp"
 #include "strategies/dp/fsdp.hpp"
 #include "strategies/dp/zero.hpp"
@@ -42,6 +44,20 @@ class KeepsGradientCopy final : public Ddp<T> {
 
  private:
   Tensor<T> copy_;
+};
+
+// ddp that averages through a full-size scratch copy of the gradients: the same numbers,
+// an extra N s of workspace.
+template <class T>
+class AveragesThroughCopy final : public Ddp<T> {
+ public:
+  using Ddp<T>::Ddp;
+  void average(T* grads, int64_t n) override {
+    Tensor<T> copy(this->memory(), MemCategory::workspace, {n});
+    std::copy(grads, grads + n, copy.data());
+    Ddp<T>::average(copy.data(), n);
+    std::copy(copy.data(), copy.data() + n, grads);
+  }
 };
 
 // zero1/zero2 that update their reduce-scattered shard one element off.
@@ -117,6 +133,8 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {dp_algorithm<SkipsFirstBucket>("ddp", 0), one_f_one_b}));
   r.add(trainer_entry("ddp-leak", "BROKEN: holds an extra gradient copy", "dp",
                       {dp_algorithm<KeepsGradientCopy>("ddp", 0), one_f_one_b}));
+  r.add(trainer_entry("ddp-scratch-copy", "BROKEN: averages through a full-size workspace copy of the gradients", "dp",
+                      {dp_algorithm<AveragesThroughCopy>("ddp", 0), one_f_one_b}));
   r.add(trainer_entry("zero1-shard-shift", "BROKEN: shard update one element off", "dp",
                       {dp_algorithm<ShiftsShard>("zero1", 1, 1), one_f_one_b}));
   r.add(trainer_entry("zero2-shard-shift", "BROKEN: shard update one element off", "dp",
