@@ -28,7 +28,13 @@ const std::vector<WorkloadSpec>& builtin_workloads() {
       {"mlp-small", "mlp", "MLP 256 -> 3 x 256 -> 16 classes", 256, 256, 3, 16},
       {"mlp-medium", "mlp", "MLP 1024 -> 4 x 1024 -> 32 classes; the benchmark shape (batch 256)",
        1024, 1024, 4, 32},
+      {"mlp-deep", "mlp",
+       "MLP 30 -> 4 x 40 -> 10: tp pairs column/row twice (the second column layer all-reduces its input "
+       "gradient); dp 3 pads every unit",
+       30, 40, 4, 10},
       {"gpt-tiny", "gpt", "GPT L=4 H=4 C=32 S=16 V=90; seconds on 8 oversubscribed ranks", 0, 0, 0, 0, 4, 4, 32, 16, 90},
+      {"gpt-odd", "gpt", "GPT L=2 H=4 C=32 S=8 V=91: the vocabulary splits unevenly at tp 2 and 4", 0, 0, 0, 0, 2, 4,
+       32, 8, 91},
       {"gpt-small", "gpt", "GPT L=8 H=4 C=256 S=128 V=256; the benchmark shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128,
        256},
       {"gpt2-124m", "gpt", "GPT-2 small L=12 H=12 C=768 S=1024 V=50257, untied head; for clusters", 0, 0, 0, 0, 12, 12,
