@@ -27,10 +27,9 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
 }
 
 namespace {
-ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, const ModelFaults& faults) {
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, const TensorParallel& tp) {
   ModelShard s;
-  s.faults = faults;
-  if (mesh.layout().tp > 1) s.tp = &mesh.tp();
+  s.tp = &tp;
   auto stages = stage_blocks(w, mesh.layout().pp, c.stage_layers);
   s.first_block = stages[mesh.coord().pp].first;
   s.end_block = stages[mesh.coord().pp].second;
@@ -48,9 +47,10 @@ std::unique_ptr<DpSync<T>> make_sync(const StrategyContext<T>& ctx, const Traine
 template <class T>
 Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
     : ctx_(ctx), sync_(make_sync<T>(ctx, preset)),
+      tp_(preset.tensor_parallel ? preset.tensor_parallel(&ctx.mesh.tp()) : std::make_unique<TensorParallel>(&ctx.mesh.tp())),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
                ctx.config.global_batch / ctx.mesh.layout().dp, sync_->storage(),
-               shard_for(ctx.config, ctx.workload, ctx.mesh, preset.faults)),
+               shard_for(ctx.config, ctx.workload, ctx.mesh, *tp_)),
       pipeline_(ctx, replica_, preset.schedule ? preset.schedule : find_schedule(ctx.config.schedule),
                 microbatches_of(ctx.config)) {
   sync_->attach(replica_.model());

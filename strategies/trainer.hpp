@@ -3,7 +3,9 @@
 // dp-synchronisation algorithm (dp/dp_sync.hpp). The three axes are independent pieces:
 //   dp  a DpSync: ddp (dp/ddp.hpp), zero1 / zero2 (dp/zero.hpp), fsdp (dp/fsdp.hpp), or yours;
 //   pp  a PipeSchedule: gpipe, 1f1b (schedules.hpp), or yours;
-//   tp  the model's tensor-parallel layers, split by the workload.
+//   tp  a TensorParallel object (workloads/tensor_parallel.hpp) the model's layers split and
+//       communicate through: TpLinear column/row layers in both the MLP and the GPT, the
+//       vocabulary split of the GPT's embedding and loss.
 // A preset fixes some of them (ddp = Ddp on dp alone, pp-gpipe = GPipe on pp alone, hybrid
 // takes all from the case). Each replica trains on global_batch/dp samples.
 //
@@ -27,7 +29,7 @@ namespace pts {
 struct TrainerPreset {
   std::optional<DpAlgorithm> dp;                 // unset: the case's zero_stage (0-3)
   std::shared_ptr<const PipeSchedule> schedule;  // null: the case's `schedule`
-  ModelFaults faults;                            // test-only planted bugs in the model
+  TensorParallelFactory tensor_parallel;         // null: TensorParallel (tensor_parallel.hpp)
 };
 
 template <class T>
@@ -44,6 +46,7 @@ class Trainer final : public Strategy<T> {
  private:
   StrategyContext<T> ctx_;
   std::unique_ptr<DpSync<T>> sync_;
+  std::unique_ptr<TensorParallel> tp_;
   Replica<T> replica_;
   Pipeline<T> pipeline_;
 };

@@ -27,7 +27,7 @@ template <class T>
 class GptBlock : public Block<T> {
  public:
   GptBlock(const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem, uint64_t seed)
-      : be_(be), mem_(mem), seed_(seed), tp_(shard.tp), faults_(shard.faults), tp_rank_(shard.tp_rank()),
+      : be_(be), mem_(mem), seed_(seed), tp_(shard.tensor_parallel()), tp_rank_(shard.tp_rank()),
         tp_size_(shard.tp_size()), S_(w.seq), C_(w.embd) {}
   int64_t numel() const override { return params_.numel(); }
   int64_t canonical_numel() const override { return params_.canonical_numel(); }
@@ -49,17 +49,9 @@ class GptBlock : public Block<T> {
   void start_grads(bool accumulate) {
     if (!accumulate) std::memset(g_, 0, params_.numel() * sizeof(T));
   }
-  bool tp_on() const { return tp_ && tp_size_ > 1; }
+  bool tp_on() const { return tp_.active(); }
+  void tp_sum(T* x, int64_t n) const { tp_.all_reduce(x, n, dtype_of<T>()); }
   int64_t bytes(int64_t elems) const { return elems * static_cast<int64_t>(sizeof(T)); }
-  // y[N, out] += x[N, in] W[in, out] (beta 0: overwrite).
-  void matmul(const T* x, const T* w, T* y, int64_t n, int64_t in, int64_t out) {
-    be_.gemm(Trans::no, Trans::no, n, out, in, T(1), x, in, w, out, T(0), y, out);
-  }
-  // Backward of y = x W: dW += x^T dy, and dx = dy W^T when dx is not null.
-  void matmul_backward(const T* x, const T* w, const T* dy, T* dw, T* dx, int64_t n, int64_t in, int64_t out) {
-    be_.gemm(Trans::yes, Trans::no, in, out, n, T(1), x, in, dy, out, T(1), dw, out);
-    if (dx) be_.gemm(Trans::no, Trans::yes, n, in, out, T(1), dy, out, w, out, T(0), dx, in);
-  }
   template <class S>
   S& slot_of(std::vector<S>& v, int slot) {
     if (v.size() <= static_cast<size_t>(slot)) v.resize(slot + 1);
@@ -69,8 +61,7 @@ class GptBlock : public Block<T> {
   Backend<T>& be_;
   MemoryTracker& mem_;
   uint64_t seed_;
-  Comm* tp_;
-  ModelFaults faults_;
+  const TensorParallel& tp_;
   int tp_rank_, tp_size_;
   int64_t S_, C_;
   ParamSet params_;
@@ -82,7 +73,7 @@ template <class T>
 class Embedding final : public GptBlock<T> {
  public:
   Embedding(const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem, uint64_t seed)
-      : GptBlock<T>(w, shard, be, mem, seed), vocab_(vocab_split(w.vocab, shard.tp_size(), shard.tp_rank())) {
+      : GptBlock<T>(w, shard, be, mem, seed), vocab_(shard.tensor_parallel().vocab(w.vocab)) {
     this->params_.add(sharded(mat(w.vocab, w.embd, kInitStd, kGptStream + 0), ShardKind::rows, vocab_));
     this->params_.add(mat(w.seq, w.embd, kInitStd, kGptStream + 1));
   }
@@ -91,8 +82,8 @@ class Embedding final : public GptBlock<T> {
   double forward(int, const Micro<T>& mb, const T*, T* out) override {
     const int64_t N = mb.rows * this->S_, C = this->C_;
     const int32_t* ids = mb.batch->tokens.data() + mb.row0 * this->S_;
-    this->be_.embedding_forward(ids, N, this->p(0), lookup_begin(), vocab_.count, C, out, false);
-    tp_all_reduce(this->tp_, out, N * C);
+    this->be_.embedding_forward(ids, N, this->p(0), vocab_.begin, vocab_.count, C, out, false);
+    this->tp_sum(out, N * C);  // partial rows: each rank looked up only its vocabulary
     this->be_.embedding_forward(positions(N), N, this->p(1), 0, this->S_, C, out, true);
     return 0;
   }
@@ -100,7 +91,7 @@ class Embedding final : public GptBlock<T> {
     const int64_t N = mb.rows * this->S_, C = this->C_;
     this->start_grads(accumulate);
     const int32_t* ids = mb.batch->tokens.data() + mb.row0 * this->S_;
-    this->be_.embedding_backward(ids, N, dout, lookup_begin(), vocab_.count, C, this->g(0));
+    this->be_.embedding_backward(ids, N, dout, vocab_.begin, vocab_.count, C, this->g(0));
     this->be_.embedding_backward(positions(N), N, dout, 0, this->S_, C, this->g(1));
   }
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
@@ -108,7 +99,6 @@ class Embedding final : public GptBlock<T> {
   }
 
  private:
-  int64_t lookup_begin() const { return vocab_.begin + this->faults_.vocab_shift; }
   const int32_t* positions(int64_t n) {
     for (int64_t i = static_cast<int64_t>(pos_.size()); i < n; ++i) pos_.push_back(static_cast<int32_t>(i % this->S_));
     return pos_.data();
@@ -126,12 +116,16 @@ class Transformer final : public GptBlock<T> {
   Transformer(int64_t layer, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
               uint64_t seed)
       : GptBlock<T>(w, shard, be, mem, seed), H_(w.heads / shard.tp_size()), D_(w.embd / w.heads),
-        Cl_(w.embd / shard.tp_size()), Fl_(4 * w.embd / shard.tp_size()) {
+        Cl_(w.embd / shard.tp_size()), Fl_(4 * w.embd / shard.tp_size()),
+        qkv_(TpKind::column, w.embd, 3 * Cl_, shard.tensor_parallel(), be),
+        proj_(TpKind::row, Cl_, w.embd, shard.tensor_parallel(), be),
+        fc_(TpKind::column, w.embd, Fl_, shard.tensor_parallel(), be),
+        fc2_(TpKind::row, Fl_, w.embd, shard.tensor_parallel(), be) {
     const int64_t C = w.embd, F = 4 * C;
     const uint64_t st = kGptStream + 16 * static_cast<uint64_t>(layer + 1);
     const double resid_std = kInitStd / std::sqrt(2.0 * static_cast<double>(w.layers));
-    const Split heads = even_split(C, shard.tp_size(), shard.tp_rank());
-    const Split hidden = even_split(F, shard.tp_size(), shard.tp_rank());
+    const Split heads = shard.tensor_parallel().even(C);
+    const Split hidden = shard.tensor_parallel().even(F);
     auto& ps = this->params_;
     ps.add(vec(C, 1));
     ps.add(vec(C, 0));
@@ -166,26 +160,20 @@ class Transformer final : public GptBlock<T> {
     s.ln1 = this->act({N, C}), s.mean1 = this->act({N}), s.rstd1 = this->act({N});
     be.layernorm_forward(x, this->p(ln1_g), this->p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
     s.qkv = this->act({N, 3 * Cl_});
-    this->matmul(s.ln1.data(), this->p(qkv_w), s.qkv.data(), N, C, 3 * Cl_);
-    be.add_bias(s.qkv.data(), this->p(qkv_b), N, 3 * Cl_);
+    qkv_.forward(s.ln1.data(), this->p(qkv_w), this->p(qkv_b), s.qkv.data(), N);
     s.att = this->act({R, H_, this->S_, this->S_});
     s.ao = this->act({N, Cl_});
     be.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), R, this->S_, H_, D_);
     s.x1 = this->act({N, C});
-    this->matmul(s.ao.data(), this->p(proj_w), s.x1.data(), N, Cl_, C);
-    if (!this->faults_.skip_row_reduce) tp_all_reduce(this->tp_, s.x1.data(), N * C);  // g
-    be.add_bias(s.x1.data(), this->p(proj_b), N, C);
+    proj_.forward(s.ao.data(), this->p(proj_w), this->p(proj_b), s.x1.data(), N);
     be.add(s.x1.data(), x, N * C);
     s.ln2 = this->act({N, C}), s.mean2 = this->act({N}), s.rstd2 = this->act({N});
     be.layernorm_forward(s.x1.data(), this->p(ln2_g), this->p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N,
                          C, kLnEps);
     s.h = this->act({N, Fl_}), s.a = this->act({N, Fl_});
-    this->matmul(s.ln2.data(), this->p(fc_w), s.h.data(), N, C, Fl_);
-    be.add_bias(s.h.data(), this->p(fc_b), N, Fl_);
+    fc_.forward(s.ln2.data(), this->p(fc_w), this->p(fc_b), s.h.data(), N);
     be.gelu_forward(s.h.data(), s.a.data(), N * Fl_);
-    this->matmul(s.a.data(), this->p(fc2_w), out, N, Fl_, C);
-    tp_all_reduce(this->tp_, out, N * C);  // g
-    be.add_bias(out, this->p(fc2_b), N, C);
+    fc2_.forward(s.a.data(), this->p(fc2_w), this->p(fc2_b), out, N);
     be.add(out, s.x1.data(), N * C);
     return 0;
   }
@@ -197,24 +185,19 @@ class Transformer final : public GptBlock<T> {
     this->start_grads(accumulate);
     Tensor<T> da = this->work({N, Fl_}), dln = this->work({N, C});
     // MLP half: dout is d y; afterwards it holds d x1.
-    be.bias_grad(dout, this->g(fc2_b), N, C);
-    this->matmul_backward(s.a.data(), this->p(fc2_w), dout, this->g(fc2_w), da.data(), N, Fl_, C);
+    // Gradients start from zero (start_grads), so the layers accumulate.
+    fc2_.backward(s.a.data(), this->p(fc2_w), dout, this->g(fc2_w), this->g(fc2_b), da.data(), N, true);
     be.gelu_backward(s.h.data(), da.data(), da.data(), N * Fl_);
-    be.bias_grad(da.data(), this->g(fc_b), N, Fl_);
-    this->matmul_backward(s.ln2.data(), this->p(fc_w), da.data(), this->g(fc_w), dln.data(), N, C, Fl_);
-    tp_all_reduce(this->tp_, dln.data(), N * C);  // f
+    fc_.backward(s.ln2.data(), this->p(fc_w), da.data(), this->g(fc_w), this->g(fc_b), dln.data(), N, true);
     be.layernorm_backward(s.x1.data(), this->p(ln2_g), s.mean2.data(), s.rstd2.data(), dln.data(), dout,
                           this->g(ln2_g), this->g(ln2_b), N, C);
     s.h = s.a = s.ln2 = s.mean2 = s.rstd2 = Tensor<T>();
     da = Tensor<T>();
     // Attention half.
     Tensor<T> dao = this->work({N, Cl_}), dqkv = this->work({N, 3 * Cl_});
-    be.bias_grad(dout, this->g(proj_b), N, C);
-    this->matmul_backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), dao.data(), N, Cl_, C);
+    proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
     be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
-    be.bias_grad(dqkv.data(), this->g(qkv_b), N, 3 * Cl_);
-    this->matmul_backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), dln.data(), N, C, 3 * Cl_);
-    tp_all_reduce(this->tp_, dln.data(), N * C);  // f
+    qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
     if (din) {
       std::memcpy(din, dout, N * C * sizeof(T));
       be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
@@ -224,7 +207,8 @@ class Transformer final : public GptBlock<T> {
   }
 
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
-    if (this->tp_on()) out.push_back({CommOp::all_reduce, 4, 4 * this->bytes(rows * this->S_ * this->C_)});
+    const int64_t N = rows * this->S_;
+    for (const TpLinear<T>* l : {&qkv_, &proj_, &fc_, &fc2_}) l->collectives(N, true, out);
   }
 
  private:
@@ -232,6 +216,7 @@ class Transformer final : public GptBlock<T> {
     Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2, h, a;
   };
   int64_t H_, D_, Cl_, Fl_;  // local heads, head dim, local width C/tp, local MLP width F/tp
+  TpLinear<T> qkv_, proj_, fc_, fc2_;
   std::vector<Saved> saved_;
 };
 
@@ -241,7 +226,7 @@ class Head final : public GptBlock<T> {
  public:
   Head(int64_t layers, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
        uint64_t seed)
-      : GptBlock<T>(w, shard, be, mem, seed), vocab_(vocab_split(w.vocab, shard.tp_size(), shard.tp_rank())) {
+      : GptBlock<T>(w, shard, be, mem, seed), vocab_(shard.tensor_parallel().vocab(w.vocab)) {
     this->params_.add(vec(w.embd, 1));
     this->params_.add(vec(w.embd, 0));
     this->params_.add(sharded(mat(w.vocab, w.embd, kInitStd, kGptStream + 16 * static_cast<uint64_t>(layers + 1) + 2),
@@ -274,7 +259,7 @@ class Head final : public GptBlock<T> {
     be.row_max(logits, local_max.data(), N, Vl);
     if (this->tp_on()) {
       Tensor<T> all = this->work({this->tp_size_, N});
-      this->tp_->all_gather(local_max.data(), all.data(), N, dtype_of<T>());
+      this->tp_.all_gather(local_max.data(), all.data(), N, dtype_of<T>());
       for (int64_t i = 0; i < N; ++i) {
         T m = all[i];
         for (int r = 1; r < this->tp_size_; ++r) m = std::max(m, all[r * N + i]);
@@ -285,9 +270,9 @@ class Head final : public GptBlock<T> {
     }
     Tensor<T> sums = this->work({2, N});  // sum of exp, then target logit, reduced together
     const int32_t* labels = mb.batch->labels.data() + mb.row0 * this->S_;
-    be.xent_partials(logits, labels, shift.data(), N, Vl, lookup_begin(), sums.data(), sums.data() + N);
-    tp_all_reduce(this->tp_, sums.data(), 2 * N);
-    return be.xent_finish(logits, labels, shift.data(), sums.data(), sums.data() + N, N, Vl, lookup_begin(),
+    be.xent_partials(logits, labels, shift.data(), N, Vl, vocab_.begin, sums.data(), sums.data() + N);
+    this->tp_sum(sums.data(), 2 * N);
+    return be.xent_finish(logits, labels, shift.data(), sums.data(), sums.data() + N, N, Vl, vocab_.begin,
                           mb.norm * static_cast<double>(this->S_), logits);
   }
 
@@ -301,7 +286,7 @@ class Head final : public GptBlock<T> {
       be.gemm(Trans::yes, Trans::no, Vl, C, N, T(1), s.dlogits.data(), Vl, s.y.data(), C, T(1), this->g(2), C);
       be.gemm(Trans::no, Trans::no, N, C, Vl, T(1), s.dlogits.data(), Vl, this->p(2), C, T(0), dy.data(), C);
     }
-    tp_all_reduce(this->tp_, dy.data(), N * C);  // f
+    this->tp_.reduce_column_input_grad(dy.data(), N * C, dtype_of<T>());  // f: the head is column-parallel over V
     if (din) {
       std::memset(din, 0, N * C * sizeof(T));
       be.layernorm_backward(x, this->p(0), s.mean.data(), s.rstd.data(), dy.data(), din, this->g(0), this->g(1), N, C);
@@ -320,7 +305,6 @@ class Head final : public GptBlock<T> {
   struct Saved {
     Tensor<T> y, mean, rstd, dlogits;
   };
-  int64_t lookup_begin() const { return vocab_.begin + this->faults_.vocab_shift; }
   Split vocab_;
   std::vector<Saved> saved_;
 };

@@ -12,7 +12,7 @@
 //
 // Tensor parallelism over tp ranks (Megatron): qkv and fc column-parallel (heads split:
 // H/tp per rank), proj and fc2 row-parallel; embedding and head vocabulary-parallel
-// (vocab_split); LayerNorms and row-parallel biases replicated. Per microbatch of N
+// (TensorParallel::vocab); LayerNorms and row-parallel biases replicated. Per microbatch of N
 // tokens, with s = sizeof(T), every collective over tp:
 //   embedding   forward  all_reduce N*C                     (partial rows summed)
 //   each block  forward  2 all_reduce N*C (g after proj, fc2); backward 2 all_reduce N*C (f)

@@ -12,6 +12,7 @@
 #include "core/comm/comm.hpp"
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
+#include "workloads/tensor_parallel.hpp"
 
 namespace pts {
 
@@ -83,32 +84,23 @@ struct ModelStorage {
   bool own_params = true, own_grads = true;
 };
 
-// Test-only faults a planted-bug strategy switches on to prove the checks catch them.
-struct ModelFaults {
-  bool skip_row_reduce = false;   // a row-parallel layer leaves out its all-reduce
-  int64_t vocab_shift = 0;        // vocabulary shards start this many rows off
-};
-
-// The part of the model this rank holds: tensor-parallel shard `tp` (null: the whole width)
-// of the blocks [first_block, end_block) (end -1: to the last), one pipeline stage.
+// The part of the model this rank holds: the shard that tensor-parallel object `tp` gives
+// this rank (null: the whole width) of the blocks [first_block, end_block) (end -1: to the
+// last), one pipeline stage. `tp` must outlive the model.
 struct ModelShard {
-  Comm* tp = nullptr;
+  const TensorParallel* tp = nullptr;
   int first_block = 0, end_block = -1;
-  ModelFaults faults;
-  int tp_rank() const { return tp ? tp->rank() : 0; }
-  int tp_size() const { return tp ? tp->size() : 1; }
+  const TensorParallel& tensor_parallel() const {
+    static const TensorParallel none;
+    return tp ? *tp : none;
+  }
+  int tp_rank() const { return tensor_parallel().rank(); }
+  int tp_size() const { return tensor_parallel().size(); }
 };
 
 // Local unpadded flat elements [local, local + count) are canonical [canonical, canonical + count).
 struct Segment {
   int64_t local = 0, canonical = 0, count = 0;
-};
-
-// A collective the model issues itself per microbatch (tensor parallelism), for the
-// strategy's communication formula.
-struct TpCollective {
-  CommOp op;
-  int64_t calls = 0, payload_bytes = 0;
 };
 
 // A microbatch: rows [row0, row0 + rows) of `batch`; its loss is a sum over rows / norm.

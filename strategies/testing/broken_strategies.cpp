@@ -94,6 +94,31 @@ class GathersTwice final : public Fsdp<T> {
   }
 };
 
+// Tensor parallelism whose row-parallel layers leave out g, the all-reduce of their partial
+// outputs.
+class SkipsRowReduce final : public TensorParallel {
+ public:
+  using TensorParallel::TensorParallel;
+  void reduce_row_output(void*, int64_t, DType) const override {}
+};
+
+// A vocabulary split whose shards overlap by one row: every rank but the first also holds
+// the row before its own, so that token is looked up (and its logit summed) twice.
+class OverlappingVocab final : public TensorParallel {
+ public:
+  using TensorParallel::TensorParallel;
+  Split vocab(int64_t v) const override {
+    Split s = TensorParallel::vocab(v);
+    if (rank() > 0) s.begin -= 1, s.count += 1;
+    return s;
+  }
+};
+
+template <class TP>
+TensorParallelFactory tensor_parallel() {
+  return [](Comm* group) { return std::make_unique<TP>(group); };
+}
+
 // 1F1B that never runs the last microbatch's backward: its gradient is lost.
 class SkipsLastBackward final : public OneFOneB {
  public:
@@ -143,10 +168,10 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {dp_algorithm<NeverFreesUnits>("fsdp", 3), one_f_one_b}));
   r.add(trainer_entry("fsdp-double-gather", "BROKEN: gathers twice before backward", "dp",
                       {dp_algorithm<GathersTwice>("fsdp", 3), one_f_one_b}));
-  r.add(trainer_entry("tp-no-row-reduce", "BROKEN: attention's row-parallel projection skips its all-reduce", "tp",
-                      {ddp, one_f_one_b, {true, 0}}));
-  r.add(trainer_entry("tp-vocab-shift", "BROKEN: vocabulary shards looked up one row off", "tp",
-                      {ddp, one_f_one_b, {false, 1}}));
+  r.add(trainer_entry("tp-no-row-reduce", "BROKEN: row-parallel layers skip their all-reduce (g)", "tp",
+                      {ddp, one_f_one_b, tensor_parallel<SkipsRowReduce>()}));
+  r.add(trainer_entry("tp-vocab-overlap", "BROKEN: vocabulary shards overlap by one row", "tp",
+                      {ddp, one_f_one_b, tensor_parallel<OverlappingVocab>()}));
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
                       {ddp, std::make_shared<SkipsLastBackward>()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
