@@ -16,7 +16,15 @@ namespace {
 
 void list(const pts::StrategyRegistry& registry) {
   std::printf("strategies:\n");
-  for (const auto& s : registry.all()) std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
+  for (const auto& s : registry.all()) {
+    std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
+    if (s.reference.kind != "oracle")
+      std::printf("  %-16s   checked against its %s, %s\n", "", s.reference.kind.c_str(), s.reference.strategy.c_str());
+  }
+  std::printf("strategy options (suite keys a strategy declares; default in brackets):\n");
+  for (const auto& o : registry.options())
+    std::printf("  %-22s [%s] %s; %s\n", o.key.c_str(), pts::option_text(o.default_of()).c_str(), o.meaning.c_str(),
+                registry.declaring(o.key).c_str());
   std::printf("workloads:\n");
   for (const auto& w : pts::builtin_workloads()) {
     std::printf("  %-16s %12lld params  %s", w.name.c_str(), static_cast<long long>(w.num_params()),
@@ -30,7 +38,7 @@ void list(const pts::StrategyRegistry& registry) {
   for (const auto& e : std::filesystem::directory_iterator("suite", ec))
     if (e.path().extension() == ".toml") std::printf("  %s\n", e.path().c_str());
   std::printf("suite keys:");
-  for (const auto& k : pts::suite_keys()) std::printf(" %s", k.c_str());
+  for (const auto& k : pts::suite_keys(registry)) std::printf(" %s", k.c_str());
   std::printf("\n");
 }
 

@@ -197,7 +197,9 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 // The tables of one run directory.
 struct RunTables {
-  CsvTable cases{cases_schema()}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
+  explicit RunTables(const StrategyRegistry& registry) : cases_columns(cases_schema(registry)) {}
+  CsvSchema cases_columns;
+  CsvTable cases{cases_columns}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
       stages{stages_schema()};
   void write(const std::string& dir) const {
     steps.write_atomic(dir);
@@ -215,10 +217,11 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
           {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))}, {"ranks", num(int64_t(c.layout.num_ranks()))},
           {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
           {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
-          {"global_batch", num(c.global_batch)}, {"bucket_bytes", num(c.bucket_bytes)},
-          {"overlap", c.overlap ? "1" : "0"}, {"prefetch", c.prefetch ? "1" : "0"},
-          {"reshard_after_forward", c.reshard_after_forward ? "1" : "0"}, {"data", c.data},
-          {"microbatches", num(int64_t(microbatches_of(c)))}, {"stage_layers", c.stage_layers_text}};
+          {"global_batch", num(c.global_batch)}, {"data", c.data}};
+  // The strategy's declared options, each in its own column.
+  for (const OptionSpec& o : info.options)
+    if (o.column) row[o.key] = option_text(o.value(c));
+  if (info.option("microbatches")) row["microbatches"] = num(int64_t(microbatches_of(c)));  // 0 resolved
   row["reference"] = info.reference.kind == "oracle" ? "oracle" : info.reference.kind + ":" + info.reference.strategy;
   if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
   if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
@@ -389,7 +392,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   prepare_out_dir(world, opts.out_dir);
 
   const bool root = world.rank() == 0;
-  RunTables tables;
+  RunTables tables(registry);
   const NodeInfo nodes = node_info(world);
   std::string env = environment_json(world, suite, nodes);
   if (root && !opts.quiet && nodes.oversubscribed) std::fprintf(stderr, "%s\n", oversubscription_warning(nodes).c_str());

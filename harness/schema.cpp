@@ -1,5 +1,6 @@
 #include "harness/schema.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 namespace pts {
@@ -10,7 +11,9 @@ std::vector<std::string> CsvSchema::names() const {
   return n;
 }
 
-const CsvSchema& cases_schema() {
+namespace {
+// cases.csv without the strategies' option columns.
+const CsvSchema& fixed_cases_schema() {
   static const CsvSchema s{
       "cases.csv",
       "One row per case, written when the case finishes.",
@@ -28,16 +31,10 @@ const CsvSchema& cases_schema() {
           {"steps", "count", "optimizer steps trained (warm-up included)"},
           {"warmup_steps", "count", "first steps left out of the timing statistics"},
           {"global_batch", "samples", "samples per optimizer step over all ranks"},
-          {"bucket_bytes", "bytes", "gradient bucket size of data-parallel sync"},
           {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training) or twin:<strategy> (the strategy's algorithm simulated on one rank)"},
           {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)"},
-          {"overlap", "bool", "1 when gradient communication overlaps backward"},
-          {"prefetch", "bool", "1 when fsdp prefetches the next unit's all-gather"},
-          {"reshard_after_forward", "bool", "1 when fsdp frees gathered parameters after forward"},
           {"data", "-", "gpt token source: empty for the synthetic Markov stream, else the token file"},
-          {"microbatches", "count", "microbatches per replica per step (gradient accumulation / pipeline)"},
           {"schedule", "-", "pipeline schedule: 1f1b or gpipe (empty when pp = 1)"},
-          {"stage_layers", "-", "layers per pipeline stage, comma-separated (empty: balanced)"},
           {"link_bus_gbps", "GB/s", "emulated link bus bandwidth (empty: no link model)"},
           {"link_latency_us", "us", "emulated link latency per operation"},
           {"step_time_s", "s", "median over timed steps of the slowest rank's step time"},
@@ -62,6 +59,25 @@ const CsvSchema& cases_schema() {
           {"verdict", "-", "FAIL if any check failed or the case threw; else PASS"},
           {"reason", "-", "why a check failed or was skipped, on one line ('; ' between reasons, ' | ' for a line break in a message)"},
       }};
+  return s;
+}
+
+}  // namespace
+
+CsvSchema cases_schema(const StrategyRegistry& registry) {
+  CsvSchema s = fixed_cases_schema();
+  // The options strategies declare, each a column after the harness's settings.
+  auto at = std::find_if(s.columns.begin(), s.columns.end(), [](const Column& c) { return c.name == "step_time_s"; });
+  std::vector<Column> options;
+  for (const OptionSpec& o : registry.options())
+    if (o.column)
+      options.push_back({o.key, o.unit, o.meaning + " (option of " + registry.declaring(o.key) + ")"});
+  s.columns.insert(at, options.begin(), options.end());
+  return s;
+}
+
+const CsvSchema& cases_schema() {
+  static const CsvSchema s = cases_schema(builtin_strategies());
   return s;
 }
 

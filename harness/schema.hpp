@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "strategies/registry.hpp"
+
 namespace pts {
 
 struct Column {
@@ -18,7 +20,9 @@ struct CsvSchema {
   std::vector<std::string> names() const;
 };
 
-const CsvSchema& cases_schema();
+// cases.csv: the harness's columns plus one per option the registry's strategies declare.
+CsvSchema cases_schema(const StrategyRegistry& registry);
+const CsvSchema& cases_schema();  // for the shipped strategies
 const CsvSchema& steps_schema();
 const CsvSchema& comm_schema();
 const CsvSchema& memory_schema();

@@ -69,21 +69,12 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"eps", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.eps = as_num(n); }}},
       {"seed", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.seed = uint64_t(as_int(n)); }}},
       {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
-      {"bucket_bytes", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.bucket_bytes = as_int(n); }}},
-      {"overlap", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.overlap = n.as_boolean()->get(); }}},
-      {"prefetch", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.prefetch = n.as_boolean()->get(); }}},
       {"link", {Kind::link, [](CaseConfig& c, const toml::node& n) {
                  const toml::table& t = *n.as_table();
                  c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
                  c.link.latency_us = t["latency_us"] ? as_num(*t.get("latency_us")) : 0.0;
                }}},
       {"data", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.data = as_str(n); }}},
-      {"zero_stage", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.zero_stage = int(as_int(n)); }}},
-      {"schedule", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.schedule = as_str(n); }}},
-      {"microbatches", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.microbatches = int(as_int(n)); }}},
-      {"stage_layers", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.stage_layers_text = as_str(n); }}},
-      {"reshard_after_forward",
-       {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.reshard_after_forward = n.as_boolean()->get(); }}},
   };
   return specs;
 }
@@ -119,22 +110,53 @@ std::string label(const std::string& key, const toml::node& v) {
 struct Setting {
   std::string key;
   const toml::node* value;  // a scalar or an array (a matrix axis)
+  bool from_defaults = false;
+  const OptionSpec* option = nullptr;  // a strategy's declared option; null: a harness key
 };
 
-// Appends the settings of `table` (defaults or one case), overriding earlier ones.
-void collect(const toml::table& table, const std::string& path, std::vector<Setting>& out) {
+Kind kind_of(OptionType t) {
+  switch (t) {
+    case OptionType::integer: return Kind::integer;
+    case OptionType::number: return Kind::number;
+    case OptionType::boolean: return Kind::boolean;
+    case OptionType::string: return Kind::string;
+  }
+  return Kind::string;
+}
+
+OptionValue option_value(OptionType t, const toml::node& n) {
+  switch (t) {
+    case OptionType::integer: return as_int(n);
+    case OptionType::number: return as_num(n);
+    case OptionType::boolean: return n.as_boolean()->get();
+    case OptionType::string: return as_str(n);
+  }
+  return as_str(n);
+}
+
+// Appends the settings of `table` (defaults or one case), overriding earlier ones. Keys are
+// the harness's (key_specs) or options some registered strategy declares (`options`).
+void collect(const toml::table& table, const std::string& path, const std::vector<OptionSpec>& options,
+             bool from_defaults, std::vector<Setting>& out) {
   for (auto&& [k, v] : table) {
     std::string key(k.str());
     const auto& specs = key_specs();
     auto spec = specs.find(key);
+    const OptionSpec* option = nullptr;
+    for (const auto& o : options)
+      if (o.key == key) option = &o;
     int line = line_of(v);
-    if (spec == specs.end()) {
+    if (spec == specs.end() && !option) {
+      std::set<std::string> names;
+      for (const auto& [name, s] : specs) names.insert(name);
+      for (const auto& o : options) names.insert(o.key);
       std::string known;
-      for (const auto& [name, s] : specs) known += (known.empty() ? "" : ", ") + name;
+      for (const auto& name : names) known += (known.empty() ? "" : ", ") + name;
       fail(path, line, key, "unknown key; known keys: " + known);
     }
+    const Kind kind = option ? kind_of(option->type) : spec->second.kind;
     auto check_kind = [&](const toml::node& n) {
-      if (!has_kind(n, spec->second.kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(spec->second.kind));
+      if (!has_kind(n, kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(kind));
       if (const toml::table* t = n.as_table()) {
         for (auto&& [lk, lv] : *t) {
           std::string sub(lk.str());
@@ -162,7 +184,7 @@ void collect(const toml::table& table, const std::string& path, std::vector<Sett
       check_kind(v);
     }
     std::erase_if(out, [&](const Setting& s) { return s.key == key; });
-    out.push_back({key, &v});
+    out.push_back({key, &v, from_defaults, option});
   }
 }
 
@@ -251,10 +273,11 @@ bool next_combination(std::vector<size_t>& idx, const std::vector<const Setting*
 
 }  // namespace
 
-std::vector<std::string> suite_keys() {
-  std::vector<std::string> k;
-  for (const auto& [name, s] : key_specs()) k.push_back(name);
-  return k;
+std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
+  std::set<std::string> k;
+  for (const auto& [name, s] : key_specs()) k.insert(name);
+  for (const auto& o : registry.options()) k.insert(o.key);
+  return {k.begin(), k.end()};
 }
 
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
@@ -268,6 +291,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
   Suite suite;
   suite.path = path;
   std::vector<Setting> defaults;
+  const std::vector<OptionSpec> options = registry.options();
   for (auto&& [k, v] : root) {
     std::string key(k.str());
     if (key == "description") {
@@ -275,7 +299,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
       suite.description = as_str(v);
     } else if (key == "defaults") {
       if (!v.is_table()) fail(path, line_of(v), key, "must be a table: [defaults]");
-      collect(*v.as_table(), path, defaults);
+      collect(*v.as_table(), path, options, true, defaults);
     } else if (key == "case") {
       if (!v.is_array_of_tables() || v.as_array()->empty())
         fail(path, line_of(v), key, "must be one or more [[case]] tables");
@@ -291,7 +315,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
     const toml::table& table = *case_node.as_table();
     const int case_line = line_of(table);
     std::vector<Setting> settings = defaults;
-    collect(table, path, settings);
+    collect(table, path, options, false, settings);
 
     // Matrix axes: every setting whose value is a list, in key order (toml++ sorts table keys).
     // Without a name the strategy is the stem of every generated name, not a label.
@@ -304,6 +328,7 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
       CaseConfig c;
       std::vector<std::string> labels;
       std::string given_name;
+      std::vector<std::pair<const Setting*, const toml::node*>> chosen;
       for (const auto& s : settings) {
         const toml::node* v = s.value;
         if (const toml::array* a = v->as_array()) {
@@ -313,8 +338,24 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
           if (a->size() > 1 && !(s.key == "strategy" && !named))
             labels.push_back(label(s.key, *v));
         }
-        key_specs().at(s.key).set(c, *v);
+        chosen.emplace_back(&s, v);
+        if (!s.option) key_specs().at(s.key).set(c, *v);
         if (s.key == "name") given_name = c.name;
+      }
+      // The strategy's options: declared defaults, then the settings. A [defaults] value of
+      // an option the case's strategy does not declare is for other cases; one set in the
+      // case itself is an error.
+      if (const StrategyInfo* info = registry.find(c.strategy)) {
+        for (const OptionSpec& o : info->options)
+          if (!o.set) c.options[o.key] = o.default_value;
+        for (const auto& [s, v] : chosen) {
+          if (!s->option) continue;
+          const OptionSpec* mine = info->option(s->key);
+          if (mine) mine->assign(c, option_value(mine->type, *v));
+          else if (!s->from_defaults)
+            fail(path, line_of(*v), s->key, "is not an option of strategy '" + c.strategy + "'; declared by: " +
+                                                registry.declaring(s->key));
+        }
       }
       std::string name = given_name.empty() ? c.strategy : given_name;
       for (const auto& l : labels) name += "-" + l;

@@ -22,6 +22,6 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
                   int world_size);
 
 // The keys a case accepts, for `ptsuite list` and error messages.
-std::vector<std::string> suite_keys();
+std::vector<std::string> suite_keys(const StrategyRegistry& registry);
 
 }  // namespace pts

@@ -3,10 +3,12 @@
 // below count from 1 at the first line of each raw string.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "harness/schema.hpp"
 #include "harness/suite.hpp"
 #include "strategies/testing/broken_strategies.hpp"
 #include "workloads/workload.hpp"
@@ -197,7 +199,7 @@ lr = 1
 TEST(Suite, EveryKeySetsItsField) {
   Suite s = parse(R"([[case]]
 name = "all"
-strategy = "ddp"
+strategy = "hybrid"
 workload = "mlp-tiny"
 dtype = "float64"
 dp = 2
@@ -229,7 +231,7 @@ stage_layers = "2"
   ASSERT_EQ(s.cases.size(), 1u);
   const CaseConfig& c = s.cases[0];
   EXPECT_EQ(c.name, "all");
-  EXPECT_EQ(c.strategy, "ddp");
+  EXPECT_EQ(c.strategy, "hybrid");
   EXPECT_EQ(c.workload, "mlp-tiny");
   EXPECT_EQ(c.dtype, "float64");
   EXPECT_EQ(c.layout.dp, 2);
@@ -258,7 +260,64 @@ stage_layers = "2"
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.microbatches, 2);
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
-  EXPECT_EQ(suite_keys().size(), 29u);  // one per key above: a new key needs a line here
+  EXPECT_EQ(suite_keys(registry()).size(), 29u);  // one per key above: a new key needs a line here
+}
+
+// A strategy declares its options: the parser takes them (with their defaults) for cases of
+// that strategy only, and cases.csv gets a column for each.
+TEST(StrategyOptions, DeclaredOptionsAreParsedDefaultedAndBecomeColumns) {
+  StrategyRegistry reg = builtin_strategies();
+  StrategyInfo info = *reg.find("ddp");
+  info.name = "ddp-every";
+  OptionSpec every;
+  every.key = "sync_every";
+  every.type = OptionType::integer;
+  every.default_value = int64_t{4};
+  every.unit = "steps";
+  every.meaning = "steps between synchronisations";
+  info.options.push_back(every);
+  reg.add(info);
+  Suite s = parse_suite(R"([defaults]
+sync_every = 8
+dp = 2
+
+[[case]]
+name = "set"
+strategy = "ddp-every"
+sync_every = 2
+
+[[case]]
+name = "from-defaults"
+strategy = "ddp-every"
+
+[[case]]
+name = "other"
+strategy = "ddp"
+)", "test.toml", reg, 8);
+  ASSERT_EQ(s.cases.size(), 3u);
+  EXPECT_EQ(s.cases[0].option<int64_t>("sync_every"), 2);
+  EXPECT_EQ(s.cases[1].option<int64_t>("sync_every"), 8);
+  EXPECT_EQ(s.cases[2].options.count("sync_every"), 0u);  // the [defaults] value is for ddp-every only
+  Suite d = parse_suite("[[case]]\nstrategy = \"ddp-every\"\ndp = 2\n", "test.toml", reg, 8);
+  EXPECT_EQ(d.cases[0].option<int64_t>("sync_every"), 4);  // the declared default
+  const auto cols = cases_schema(reg).names();
+  EXPECT_NE(std::find(cols.begin(), cols.end(), "sync_every"), cols.end());
+  EXPECT_NE(std::find(cols.begin(), cols.end(), "bucket_bytes"), cols.end());  // the trainer's, declared too
+  const auto shipped = cases_schema().names();
+  EXPECT_EQ(std::find(shipped.begin(), shipped.end(), "sync_every"), shipped.end());
+  // Declared twice with another type: refused.
+  StrategyInfo clash = *reg.find("ddp");
+  clash.name = "ddp-clash";
+  every.type = OptionType::string;
+  clash.options.push_back(every);
+  EXPECT_THROW(reg.add(clash), Error);
+}
+
+TEST(StrategyOptions, AnOptionTheCasesStrategyDoesNotDeclareIsAnError) {
+  std::string e = error_of("[[case]]\nstrategy = \"ddp\"\ndp = 2\nzero_stage = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'zero_stage': is not an option of strategy 'ddp'; declared by: hybrid")) << e;
+  e = error_of("[[case]]\nstrategy = \"single\"\nbucket_bytes = 2\n");
+  EXPECT_TRUE(contains(e, "key 'bucket_bytes': is not an option of strategy 'single'")) << e;
 }
 
 // --- errors: each names the file, the line and the key ---------------------------------
@@ -269,7 +328,7 @@ strategy = "ddp"
 zeta = 3
 )");
   EXPECT_TRUE(contains(e, "test.toml:3: key 'zeta': unknown key; known keys: "));
-  for (const std::string& k : suite_keys()) EXPECT_TRUE(contains(e, k));
+  for (const std::string& k : suite_keys(registry())) EXPECT_TRUE(contains(e, k));
 }
 
 TEST(SuiteErrors, UnknownKeyInDefaults) {

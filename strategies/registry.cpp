@@ -1,5 +1,6 @@
 #include "strategies/registry.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "strategies/dp/ddp.hpp"
@@ -12,7 +13,36 @@ namespace pts {
 
 void StrategyRegistry::add(StrategyInfo info) {
   if (find(info.name)) throw Error("strategy '" + info.name + "' registered twice");
+  for (const OptionSpec& o : info.options)
+    for (const OptionSpec& known : options())
+      if (known.key == o.key && known.type != o.type)
+        throw Error("strategy '" + info.name + "' declares option '" + o.key + "' with another type than " +
+                    declaring(o.key));
   entries_.push_back(std::move(info));
+}
+
+std::vector<OptionSpec> StrategyRegistry::options() const {
+  std::vector<OptionSpec> out;
+  for (const auto& e : entries_)
+    for (const auto& o : e.options)
+      if (std::none_of(out.begin(), out.end(), [&](const OptionSpec& k) { return k.key == o.key; })) out.push_back(o);
+  return out;
+}
+
+std::string StrategyRegistry::declaring(const std::string& key) const {
+  std::string s;
+  for (const auto& e : entries_)
+    if (e.option(key)) s += (s.empty() ? "" : ", ") + e.name;
+  return s;
+}
+
+std::string option_text(const OptionValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "1" : "0";
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
+  return buf;
 }
 
 const StrategyInfo* StrategyRegistry::find(const std::string& name) const {

@@ -46,6 +46,12 @@ struct StrategyInfo {
   int zero_stage = 0;    // reported in cases.csv (-1: the case's zero_stage)
   std::string schedule;  // pipeline schedule the preset fixes ("": the case's)
   ReferenceSpec reference;
+  std::vector<OptionSpec> options;  // the suite keys this strategy declares
+  const OptionSpec* option(const std::string& key) const {
+    for (const auto& o : options)
+      if (o.key == key) return &o;
+    return nullptr;
+  }
 };
 
 // Registry entry for a strategy class template S<T> constructed from a StrategyContext<T>
@@ -55,7 +61,7 @@ StrategyInfo strategy_entry(std::string name, std::string description,
                             std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}};
 }
 
 class StrategyRegistry {
@@ -64,6 +70,11 @@ class StrategyRegistry {
   const StrategyInfo* find(const std::string& name) const;
   const std::vector<StrategyInfo>& all() const { return entries_; }
   std::string names() const;  // "single, ddp, ..."
+  // Every option some strategy declares, first declaration first (a key declared twice must
+  // have one type; add() refuses otherwise).
+  std::vector<OptionSpec> options() const;
+  // The strategies that declare `key`, "a, b".
+  std::string declaring(const std::string& key) const;
 
  private:
   std::vector<StrategyInfo> entries_;

@@ -3,18 +3,28 @@
 // can check both exactly. A new strategy is one file implementing this plus one registry line.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/backend/backend.hpp"
 #include "core/comm/comm.hpp"
 #include "core/comm/link_comm.hpp"
+#include "core/error.hpp"
 #include "core/memory.hpp"
 #include "core/mesh.hpp"
 #include "core/optimizer.hpp"
 #include "workloads/workload.hpp"
 
 namespace pts {
+
+// The value of a strategy option (see OptionSpec).
+using OptionValue = std::variant<int64_t, double, bool, std::string>;
+enum class OptionType { integer, number, boolean, string };  // the variant's alternatives, in order
+// As written in cases.csv: integers and numbers in shortest round-trip form, booleans 1/0.
+std::string option_text(const OptionValue& v);
 
 // One expanded case of a suite file.
 struct CaseConfig {
@@ -40,6 +50,42 @@ struct CaseConfig {
   int microbatches = 0;               // per replica per step; 0: pp
   std::vector<int> stage_layers;      // layers per pipeline stage; empty: balanced
   std::string stage_layers_text;      // as written in the suite ("2,1,1")
+  // Values of the options a strategy declares without a field here (OptionSpec with no
+  // set/get), defaults filled in by the suite parser for the case's strategy.
+  std::map<std::string, OptionValue> options;
+  template <class V>
+  const V& option(const std::string& key) const {
+    auto it = options.find(key);
+    PTS_REQUIRE(it != options.end() && std::holds_alternative<V>(it->second),
+                "option '" + key + "' is not declared by strategy " + strategy + " with this type");
+    return std::get<V>(it->second);
+  }
+};
+
+// A suite key a strategy declares: the suite parser accepts it for cases of that strategy
+// (from [defaults] it applies only to them), `ptsuite list` shows it, and it becomes a
+// cases.csv column and a line of results/SCHEMA.md. Most options are stored in
+// CaseConfig::options; the trainer's long-standing ones are fields of CaseConfig, reached
+// through set/get.
+struct OptionSpec {
+  std::string key;
+  OptionType type = OptionType::integer;
+  OptionValue default_value = int64_t{0};  // for options kept in CaseConfig::options
+  std::string unit = "-";                  // cases.csv unit ("count", "bytes", "bool", ...)
+  std::string meaning;
+  std::function<void(CaseConfig&, const OptionValue&)> set;  // null: CaseConfig::options[key]
+  std::function<OptionValue(const CaseConfig&)> get;         // null: CaseConfig::options[key]
+  bool column = true;  // false: an existing cases.csv column already reports it
+  void assign(CaseConfig& c, const OptionValue& v) const {
+    if (set) set(c, v);
+    else c.options[key] = v;
+  }
+  OptionValue value(const CaseConfig& c) const {
+    if (get) return get(c);
+    auto it = c.options.find(key);
+    return it != c.options.end() ? it->second : default_value;
+  }
+  OptionValue default_of() const { return get ? get(CaseConfig{}) : default_value; }
 };
 
 // The number of microbatches a case runs per replica per step (microbatches = 0: pp).

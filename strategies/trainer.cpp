@@ -106,6 +106,62 @@ StepStats Trainer<T>::step_stats() const {
 template class Trainer<float>;
 template class Trainer<double>;
 
+namespace {
+// An option kept in a CaseConfig field of type F.
+template <class F>
+OptionSpec field_option(std::string key, OptionType type, std::string unit, std::string meaning, F CaseConfig::*field,
+                        bool column = true) {
+  OptionSpec o;
+  o.key = std::move(key);
+  o.type = type;
+  o.unit = std::move(unit);
+  o.meaning = std::move(meaning);
+  o.column = column;
+  o.set = [field](CaseConfig& c, const OptionValue& v) {
+    std::visit(
+        [&](const auto& x) {
+          if constexpr (std::is_convertible_v<decltype(x), F>) c.*field = static_cast<F>(x);
+        },
+        v);
+  };
+  o.get = [field, type](const CaseConfig& c) -> OptionValue {
+    const F& x = c.*field;
+    if constexpr (std::is_same_v<F, std::string>) return x;
+    else if constexpr (std::is_same_v<F, bool>) return x;
+    else if (type == OptionType::number) return static_cast<double>(x);
+    else return static_cast<int64_t>(x);
+  };
+  return o;
+}
+}  // namespace
+
+std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
+  using T = OptionType;
+  std::vector<OptionSpec> o = {
+      field_option("bucket_bytes", T::integer, "bytes", "gradient bucket size of ddp's all-reduce",
+                   &CaseConfig::bucket_bytes),
+      field_option("overlap", T::boolean, "bool", "1 when gradient communication overlaps backward",
+                   &CaseConfig::overlap),
+      field_option("prefetch", T::boolean, "bool", "1 when fsdp prefetches the next unit's all-gather",
+                   &CaseConfig::prefetch),
+      field_option("reshard_after_forward", T::boolean, "bool", "1 when fsdp frees gathered parameters after forward",
+                   &CaseConfig::reshard_after_forward),
+      field_option("microbatches", T::integer, "count",
+                   "microbatches per replica per step (gradient accumulation / pipeline); 0: one per stage",
+                   &CaseConfig::microbatches),
+      field_option("stage_layers", T::string, "-", "layers per pipeline stage, comma-separated (empty: balanced)",
+                   &CaseConfig::stage_layers_text),
+  };
+  // Reported by the zero_stage and schedule columns, resolved through the preset.
+  if (!preset.dp)
+    o.push_back(field_option("zero_stage", T::integer, "0-3", "ZeRO stage on dp: 0 ddp, 1 zero1, 2 zero2, 3 fsdp",
+                             &CaseConfig::zero_stage, false));
+  if (!preset.schedule)
+    o.push_back(field_option("schedule", T::string, "-", "pipeline schedule: " + schedule_names(), &CaseConfig::schedule,
+                             false));
+  return o;
+}
+
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
   auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
@@ -116,6 +172,7 @@ StrategyInfo trainer_entry(std::string name, std::string description, std::strin
   StrategyInfo info = strategy_entry<Trainer>(std::move(name), std::move(description), validate, preset);
   info.zero_stage = preset.dp ? preset.dp->zero_stage : -1;
   info.schedule = preset.schedule ? preset.schedule->name() : "";
+  info.options = trainer_options(preset);
   return info;
 }
 

@@ -55,6 +55,10 @@ class Trainer final : public Strategy<T> {
 // of m microbatches, tp divides the model's heads or width, pp fits its layers.
 void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
 
+// The options of a trainer preset: bucket_bytes, overlap, prefetch, reshard_after_forward,
+// microbatches, stage_layers, and zero_stage / schedule where the preset does not fix them.
+std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
+
 // Registry entry for a trainer preset. `axes` lists the mesh axes the preset may use (others
 // must be 1), e.g. "dp" for ddp.
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset);
