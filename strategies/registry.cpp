@@ -152,6 +152,8 @@ StrategyRegistry builtin_strategies() {
                       {ddp, find_schedule("gpipe")}));
   r.add(trainer_entry("pp-1f1b", "pipeline parallel, 1F1B schedule: at most pp microbatches in flight", "pp",
                       {ddp, one_f_one_b}));
+  StrategyInfo two_phase_ddp_entry();  // strategies/dp/two_phase.cpp
+  r.add(two_phase_ddp_entry());
   r.add(trainer_entry("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
                       "dp tp pp", {}));
   return r;
