@@ -10,6 +10,9 @@
 
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
+#ifdef PTSUITE_PLANTED_BUGS
+#include "strategies/testing/broken_strategies.hpp"
+#endif
 #include "workloads/workload.hpp"
 
 namespace {
@@ -74,6 +77,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
+#ifdef PTSUITE_PLANTED_BUGS
+    pts::add_broken_strategies(registry);  // ptsuite_planted: the test build with the planted bugs
+#endif
     if (*list_cmd) {
       if (rank == 0) list(registry);
     } else if (*schema_cmd) {

@@ -134,7 +134,12 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     const std::vector<ExpectedOp> expected =
         run_expectation([&](int step) { return strategy->expected_comm(step); }, c.steps);
     double expected_bus = 0;
-    for (const auto& e : expected) expected_bus += e.bus_bytes();
+    json stated = json::array();
+    for (const auto& e : expected) {
+      expected_bus += e.bus_bytes();
+      stated.push_back({{"axis", e.axis}, {"op", to_string(e.op)}, {"calls", e.calls}, {"payload_bytes", e.payload_bytes}});
+    }
+    report["expected_comm"] = stated;
     report["expected_bus"] = expected_bus / c.steps;  // mean per step
     CheckResult cc = check_comm(stats, expected);
     CheckResult cm = check_memory(mem, em);
@@ -248,6 +253,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   int64_t peak = 0, rss = 0;
   double bus = 0, expected_bus = 0, wait = 0;
   std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
+  std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
   for (const auto& rep : ranks) {
     peak = std::max(peak, rep["peak_total"].get<int64_t>());
     rss = std::max(rss, rep["rss"].get<int64_t>());
@@ -260,6 +266,13 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
                      o["wait_s"].get<double>(), o["model_s"].get<double>()};
       for (int i = 0; i < 5; ++i) a[i] = std::max(a[i], v[i] / c.steps);
     }
+    if (rep.contains("expected_comm"))
+      for (const auto& o : rep["expected_comm"]) {
+        auto& a = stated[{o["axis"], o["op"]}];
+        ops.try_emplace({o["axis"], o["op"]}, std::array<double, 5>{});  // stated but never counted: a row too
+        a[0] = std::max(a[0], o["calls"].get<double>() / c.steps);
+        a[1] = std::max(a[1], o["payload_bytes"].get<double>() / c.steps);
+      }
     int rank = rep["rank"].get<int>();
     for (int i = 0; i < kNumMemCategories; ++i) {
       std::string cat = to_string(static_cast<MemCategory>(i));
@@ -299,9 +312,13 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     row["bubble_frac"] = num(bubble_sum / double(stages.size()));
     row["bubble_theory"] = num(stages.begin()->second.theory);
   }
-  for (const auto& [k, a] : ops)
-    t.comm.add({{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
-                {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}, {"model_s", num(a[4])}});
+  for (const auto& [k, a] : ops) {
+    Row cr{{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
+           {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}, {"model_s", num(a[4])}};
+    if (auto it = stated.find(k); it != stated.end())
+      cr["expected_calls"] = num(it->second[0]), cr["expected_payload_bytes"] = num(it->second[1]);
+    t.comm.add(cr);
+  }
   row["peak_mem_bytes"] = num(peak);
   row["peak_rss_bytes"] = num(rss);
   row["comm_bytes_per_step"] = num(bus);

@@ -106,6 +106,8 @@ const CsvSchema& comm_schema() {
                                {"bus_bytes", "bytes", "payload_bytes times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; else 1)"},
                                {"wait_s", "s", "seconds blocked waiting for the op per step (all steps)"},
                                {"model_s", "s", "modeled link seconds of the op per step (0 without a link model)"},
+                               {"expected_calls", "count", "calls per step the strategy states (its run total / steps; empty when it states none)"},
+                               {"expected_payload_bytes", "bytes", "payload bytes per step the strategy states (run total / steps)"},
                            }};
   return s;
 }
