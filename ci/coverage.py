@@ -3,7 +3,7 @@
 
     python3 ci/coverage.py CONFORMANCE_RUN PLANTED_RUN [--markdown FILE]
 
-CONFORMANCE_RUN is a run of suite/conformance.toml, PLANTED_RUN one of suite/planted.toml
+CONFORMANCE_RUN is a run of suite/conformance.toml, PLANTED_RUN one of strategies/testing/planted.toml
 (by build/ptsuite_planted). Per strategy: the cases, the dtypes and optimizers, and every
 communication operation it states, with the number of cases in which the operation was both
 stated and counted with calls > 0. Per planted bug: the checks that failed it. Exit status 1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Conformance coverage: runs suite/conformance.toml (build/ptsuite) and suite/planted.toml
+# Conformance coverage: runs suite/conformance.toml (build/ptsuite) and strategies/testing/planted.toml
 # (build/ptsuite_planted, the test build with the planted bugs) on 8 ranks, then
 # ci/coverage.py: every shipped strategy has conformance cases, every operation a strategy
 # states is exercised with calls > 0 by some case, every case passes, and every planted bug
@@ -11,7 +11,7 @@ mkdir -p "$out"
 "${MPIRUN[@]}" -q -np 8 build/ptsuite run suite/conformance.toml --out "$out/conformance" --progress none >"$out/conformance.log" 2>&1 ||
   { tail -20 "$out/conformance.log"; echo "coverage: the conformance suite failed" >&2; exit 1; }
 # Every planted bug must fail, so this run exits 1 by design; coverage.py judges it.
-"${MPIRUN[@]}" -q -np 8 build/ptsuite_planted run suite/planted.toml --out "$out/planted" --progress none >"$out/planted.log" 2>&1 || true
+"${MPIRUN[@]}" -q -np 8 build/ptsuite_planted run strategies/testing/planted.toml --out "$out/planted" --progress none >"$out/planted.log" 2>&1 || true
 [[ -f "$out/planted/cases.csv" ]] || { tail -20 "$out/planted.log"; exit 1; }
 # The shipped strategies (single is the oracle itself).
 shipped=$(build/ptsuite list | sed -n '/^strategies:/,/^strategy options/p' | awk '/^  [a-z]/ {print $1}' | grep -vx single | paste -sd,)
