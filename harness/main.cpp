@@ -32,8 +32,8 @@ void list(const pts::StrategyRegistry& registry) {
   for (const auto& w : pts::builtin_workloads()) {
     std::printf("  %-16s %12lld params  %s", w.name.c_str(), static_cast<long long>(w.num_params()),
                 w.description.c_str());
-    // GPT-2's published counts tie the head to wte; ours is untied and counted.
-    if (w.is_gpt()) std::printf(" (untied head %lld of them)", static_cast<long long>(w.vocab * w.embd));
+    const std::string note = w.model_kind().note(w);
+    if (!note.empty()) std::printf(" (%s)", note.c_str());
     std::printf("\n");
   }
   std::printf("suites:\n");

@@ -247,7 +247,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["step_time_p90_s"] = num(p90_of(timed));
   row["samples_per_s"] = num(c.global_batch / med);
   row["flops_per_s"] = num(w.flops_per_sample() * c.global_batch / med);
-  if (w.is_gpt()) row["tokens_per_s"] = num(double(c.global_batch * w.seq) / med);
+  if (w.positions() > 1) row["tokens_per_s"] = num(double(c.global_batch * w.positions()) / med);
 
   // Per-rank figures: max over ranks.
   int64_t peak = 0, rss = 0;

@@ -229,7 +229,8 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   }
   const WorkloadSpec& w = *find_workload(c.workload);
   if (!c.data.empty() && c.data != "synthetic") {
-    require(w.is_gpt(), "data", "a token file needs a gpt workload; " + w.name + " makes its own data");
+    require(w.model_kind().reads_tokens(), "data",
+            "a token file needs a workload that reads tokens (gpt); " + w.name + " makes its own data");
     try {
       TokenFile(c.data, w.vocab, w.seq);
     } catch (const ConfigError& e) {

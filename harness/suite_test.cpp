@@ -510,7 +510,7 @@ TEST(SuiteErrors, MissingTokenFileIsNamedBeforeAnythingRuns) {
   std::string e = error_of("[[case]]\nstrategy = \"single\"\nworkload = \"gpt-tiny\"\ndata = \"/nonexistent/train.bin\"\n");
   EXPECT_TRUE(contains(e, "test.toml:4: key 'data': token file /nonexistent/train.bin: cannot open it")) << e;
   e = error_of("[[case]]\nstrategy = \"single\"\ndata = \"x.bin\"\n");
-  EXPECT_TRUE(contains(e, "key 'data': a token file needs a gpt workload")) << e;
+  EXPECT_TRUE(contains(e, "key 'data': a token file needs a workload that reads tokens (gpt)")) << e;
 }
 
 TEST(SuiteErrors, SingleNeedsOneRank) {

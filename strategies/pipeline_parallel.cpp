@@ -10,11 +10,12 @@ namespace pts {
 std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages, const std::vector<int>& stage_layers) {
   // Layers that may be spread: transformer blocks (gpt; embedding and head ride along) or
   // hidden layers (mlp; the head rides along on the last stage).
-  const int layers = static_cast<int>(w.is_gpt() ? w.layers : w.hidden_layers);
-  const int lead = w.is_gpt() ? 1 : 0;  // blocks before the layers
+  const WorkloadKind& kind = w.model_kind();
+  const int layers = static_cast<int>(kind.layers(w));
+  const int lead = kind.lead_blocks();  // blocks before the layers
   std::vector<int> per = stage_layers;
   if (per.empty()) {
-    if (layers < stages && !(w.is_gpt() && layers + 2 >= stages))
+    if (stages > kind.max_stages(w))
       throw CaseError("pp", "pp " + std::to_string(stages) + " needs at least " + std::to_string(stages) + " layers; " +
                                 w.name + " has " + std::to_string(layers));
     for (int s = 0; s < stages; ++s) per.push_back(layers / stages + (s < layers % stages ? 1 : 0));

@@ -27,7 +27,7 @@ class Replica {
   // not tracked) and the model's scratch for microbatches of `micro_rows` rows.
   int64_t workspace_bound(int64_t micro_rows) const {
     const WorkloadSpec& w = model_spec_;
-    const int64_t inputs = w.is_gpt() ? 0 : batch_.rows * w.in_dim * static_cast<int64_t>(sizeof(T));
+    const int64_t inputs = batch_.rows * w.model_kind().input_elems(w) * static_cast<int64_t>(sizeof(T));
     return inputs + model_->workspace_bytes(micro_rows);
   }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }

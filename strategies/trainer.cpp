@@ -15,14 +15,8 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
   if (!find_schedule(c.schedule))
     throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: " + schedule_names());
   if (c.zero_stage < -1 || c.zero_stage > 3) throw CaseError("zero_stage", "zero_stage must be 0, 1, 2 or 3");
-  if (l.tp > 1) {
-    if (w.is_gpt() && w.heads % l.tp != 0)
-      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
-                                " heads; choose a divisor of " + std::to_string(w.heads));
-    if (!w.is_gpt() && w.width % l.tp != 0)
-      throw CaseError("tp", "tp " + std::to_string(l.tp) + " does not divide " + w.name + "'s hidden width " +
-                                std::to_string(w.width));
-  }
+  if (l.tp > 1)
+    if (std::string problem = w.model_kind().tp_problem(w, l.tp); !problem.empty()) throw CaseError("tp", problem);
   if (l.pp > 1 || !c.stage_layers.empty()) stage_blocks(w, l.pp, c.stage_layers);
 }
 

@@ -47,7 +47,7 @@ void TeacherData::fill(int64_t step, int64_t global_batch, int64_t first, int64_
 }
 
 DataSource::DataSource(const WorkloadSpec& spec, uint64_t seed, const std::string& data) : seq_(spec.seq) {
-  if (spec.is_gpt()) tokens_ = make_token_source(data, seed, spec.vocab, spec.seq);
+  if (spec.model_kind().reads_tokens()) tokens_ = make_token_source(data, seed, spec.vocab, spec.seq);
   else teacher_ = std::make_unique<TeacherData>(spec, seed);
 }
 
@@ -70,8 +70,9 @@ void DataSource::fill(int64_t step, int64_t global_batch, int64_t first, int64_t
 template <class T>
 Batch<T> make_batch(const WorkloadSpec& spec, MemoryTracker& mem, int64_t rows) {
   Batch<T> b;
-  if (!spec.is_gpt()) b.x = Tensor<T>(mem, MemCategory::workspace, {rows, spec.in_dim});
-  b.tokens.resize(spec.is_gpt() ? rows * spec.seq : 0);
+  const WorkloadKind& kind = spec.model_kind();
+  if (kind.input_elems(spec) > 0) b.x = Tensor<T>(mem, MemCategory::workspace, {rows, kind.input_elems(spec)});
+  b.tokens.resize(kind.reads_tokens() ? rows * spec.seq : 0);
   b.labels.resize(rows * spec.positions());
   b.rows = rows;
   return b;

@@ -309,23 +309,6 @@ class Head final : public GptBlock<T> {
   std::vector<Saved> saved_;
 };
 
-}  // namespace
-
-int64_t gpt_num_params(const WorkloadSpec& w) {
-  const int64_t C = w.embd;
-  const int64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
-  return w.vocab * C + w.seq * C + w.layers * block + 2 * C + w.vocab * C;
-}
-
-double gpt_flops_per_sample(const WorkloadSpec& w) {
-  const double C = static_cast<double>(w.embd), S = static_cast<double>(w.seq), L = static_cast<double>(w.layers),
-               V = static_cast<double>(w.vocab);
-  // Per token: forward 2, backward 4 FLOPs per weight of qkv, proj, fc, fc2 (12 C^2 per
-  // block) and the head (C V). Per sequence and block, attention's full S x S products:
-  // q k^T and p v forward (4 S^2 C), four products backward (8 S^2 C).
-  return S * 6.0 * (12.0 * C * C * L + C * V) + 12.0 * S * S * C * L;
-}
-
 template <class T>
 std::vector<std::unique_ptr<Block<T>>> gpt_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
                                                   uint64_t seed, const ModelShard& shard) {
@@ -337,9 +320,53 @@ std::vector<std::unique_ptr<Block<T>>> gpt_blocks(const WorkloadSpec& spec, Back
   return blocks;
 }
 
-template std::vector<std::unique_ptr<Block<float>>> gpt_blocks(const WorkloadSpec&, Backend<float>&, MemoryTracker&,
-                                                               uint64_t, const ModelShard&);
-template std::vector<std::unique_ptr<Block<double>>> gpt_blocks(const WorkloadSpec&, Backend<double>&, MemoryTracker&,
-                                                                uint64_t, const ModelShard&);
+// Embedding, L transformer blocks, final LayerNorm + untied LM head; next-token loss.
+class GptKind final : public WorkloadKind {
+ public:
+  std::string name() const override { return "gpt"; }
+  int64_t num_params(const WorkloadSpec& w) const override {
+    const int64_t C = w.embd;
+    const int64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C + 4 * C * C + C;
+    return w.vocab * C + w.seq * C + w.layers * block + 2 * C + w.vocab * C;
+  }
+  // Per token: forward 2, backward 4 FLOPs per weight of qkv, proj, fc, fc2 (12 C^2 per
+  // block) and the head (C V). Per sequence and block, attention's full S x S products:
+  // q k^T and p v forward (4 S^2 C), four products backward (8 S^2 C).
+  double flops_per_sample(const WorkloadSpec& w) const override {
+    const double C = static_cast<double>(w.embd), S = static_cast<double>(w.seq), L = static_cast<double>(w.layers),
+                 V = static_cast<double>(w.vocab);
+    return S * 6.0 * (12.0 * C * C * L + C * V) + 12.0 * S * S * C * L;
+  }
+  int64_t positions(const WorkloadSpec& w) const override { return w.seq; }
+  int64_t layers(const WorkloadSpec& w) const override { return w.layers; }
+  int lead_blocks() const override { return 1; }
+  // The embedding and the head may each be a stage of their own.
+  int64_t max_stages(const WorkloadSpec& w) const override { return w.layers + 2; }
+  std::string tp_problem(const WorkloadSpec& w, int tp) const override {
+    if (w.heads % tp == 0) return "";
+    return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
+           " heads; choose a divisor of " + std::to_string(w.heads);
+  }
+  bool reads_tokens() const override { return true; }
+  // GPT-2's published counts tie the head to wte; ours is untied and counted.
+  std::string note(const WorkloadSpec& w) const override {
+    return "untied head " + std::to_string(w.vocab * w.embd) + " of them";
+  }
+  std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be, MemoryTracker& mem,
+                                                    uint64_t seed, const ModelShard& shard) const override {
+    return gpt_blocks<float>(w, be, mem, seed, shard);
+  }
+  std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be, MemoryTracker& mem,
+                                                     uint64_t seed, const ModelShard& shard) const override {
+    return gpt_blocks<double>(w, be, mem, seed, shard);
+  }
+};
+
+}  // namespace
+
+const WorkloadKind& gpt_kind() {
+  static const GptKind kind;
+  return kind;
+}
 
 }  // namespace pts

@@ -27,14 +27,9 @@
 
 namespace pts {
 
-int64_t gpt_num_params(const WorkloadSpec& s);
-double gpt_flops_per_sample(const WorkloadSpec& s);
+const WorkloadKind& gpt_kind();
 
 // RNG streams: tensor t of block b draws from kGptStream + 16 b + t.
 inline constexpr uint64_t kGptStream = 2000;
-
-template <class T>
-std::vector<std::unique_ptr<Block<T>>> gpt_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                                  uint64_t seed, const ModelShard& shard);
 
 }  // namespace pts

@@ -103,13 +103,6 @@ class Dense final : public Block<T> {
   T *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
   std::vector<Tensor<T>> saved_;  // [slot]: pre-activation h (head: dlogits)
 };
-}  // namespace
-
-int64_t mlp_num_params(const WorkloadSpec& s) {
-  int64_t n = 0;
-  for (auto [in, out] : mlp_shapes(s)) n += in * out + out;
-  return n;
-}
 
 template <class T>
 std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
@@ -129,9 +122,47 @@ std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Back
   return blocks;
 }
 
-template std::vector<std::unique_ptr<Block<float>>> mlp_blocks(const WorkloadSpec&, Backend<float>&, MemoryTracker&,
-                                                               uint64_t, const ModelShard&);
-template std::vector<std::unique_ptr<Block<double>>> mlp_blocks(const WorkloadSpec&, Backend<double>&, MemoryTracker&,
-                                                                uint64_t, const ModelShard&);
+// in_dim -> hidden_layers x width (GELU) -> classes, softmax cross-entropy on a class label.
+class MlpKind final : public WorkloadKind {
+ public:
+  std::string name() const override { return "mlp"; }
+  int64_t num_params(const WorkloadSpec& s) const override {
+    int64_t n = 0;
+    for (auto [in, out] : mlp_shapes(s)) n += in * out + out;
+    return n;
+  }
+  // Forward 2 in out, weight gradient 2 in out, input gradient 2 in out per layer, the last
+  // not for the first layer, whose input needs no gradient.
+  double flops_per_sample(const WorkloadSpec& s) const override {
+    double f = 0;
+    bool first = true;
+    for (auto [in, out] : mlp_shapes(s)) {
+      f += (first ? 4.0 : 6.0) * static_cast<double>(in) * static_cast<double>(out);
+      first = false;
+    }
+    return f;
+  }
+  int64_t layers(const WorkloadSpec& s) const override { return s.hidden_layers; }
+  std::string tp_problem(const WorkloadSpec& w, int tp) const override {
+    if (w.width % tp == 0) return "";
+    return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s hidden width " + std::to_string(w.width);
+  }
+  int64_t input_elems(const WorkloadSpec& w) const override { return w.in_dim; }
+  std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be, MemoryTracker& mem,
+                                                    uint64_t seed, const ModelShard& shard) const override {
+    return mlp_blocks<float>(w, be, mem, seed, shard);
+  }
+  std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be, MemoryTracker& mem,
+                                                     uint64_t seed, const ModelShard& shard) const override {
+    return mlp_blocks<double>(w, be, mem, seed, shard);
+  }
+};
+
+}  // namespace
+
+const WorkloadKind& mlp_kind() {
+  static const MlpKind kind;
+  return kind;
+}
 
 }  // namespace pts

@@ -15,14 +15,10 @@
 
 namespace pts {
 
-int64_t mlp_num_params(const WorkloadSpec& s);
+const WorkloadKind& mlp_kind();
 
 // RNG streams of the parameter tensors: weight of layer l is stream kParamStream + 2l.
 inline constexpr uint64_t kParamStream = 1000;
 
 // The blocks of the full MLP, each the `shard` part of its layer.
-template <class T>
-std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                                  uint64_t seed, const ModelShard& shard);
-
 }  // namespace pts

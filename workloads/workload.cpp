@@ -7,19 +7,21 @@
 
 namespace pts {
 
-int64_t WorkloadSpec::num_params() const { return is_gpt() ? gpt_num_params(*this) : mlp_num_params(*this); }
-
-double WorkloadSpec::flops_per_sample() const {
-  if (is_gpt()) return gpt_flops_per_sample(*this);
-  double f = 0;
-  int64_t in = in_dim;
-  for (int64_t l = 0; l <= hidden_layers; ++l) {
-    int64_t out = l < hidden_layers ? width : classes;
-    f += (l == 0 ? 4.0 : 6.0) * static_cast<double>(in) * static_cast<double>(out);
-    in = out;
-  }
-  return f;
+const WorkloadKind* find_kind(const std::string& name) {
+  static const std::vector<const WorkloadKind*> kinds = {&mlp_kind(), &gpt_kind()};
+  for (const WorkloadKind* k : kinds)
+    if (k->name() == name) return k;
+  return nullptr;
 }
+
+const WorkloadKind& WorkloadSpec::model_kind() const {
+  const WorkloadKind* k = find_kind(kind);
+  PTS_REQUIRE(k != nullptr, "workload " + name + " has unknown kind '" + kind + "'");
+  return *k;
+}
+int64_t WorkloadSpec::num_params() const { return model_kind().num_params(*this); }
+int64_t WorkloadSpec::positions() const { return model_kind().positions(*this); }
+double WorkloadSpec::flops_per_sample() const { return model_kind().flops_per_sample(*this); }
 
 const std::vector<WorkloadSpec>& builtin_workloads() {
   static const std::vector<WorkloadSpec> specs = {
@@ -61,12 +63,11 @@ int64_t FlatLayout::largest_padded_unit() const {
   return m;
 }
 
-int64_t num_blocks(const WorkloadSpec& spec) { return spec.is_gpt() ? spec.layers + 2 : spec.hidden_layers + 1; }
 
 template <class T>
 std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem, uint64_t seed,
                                      const ModelStorage& storage, const ModelShard& shard) {
-  auto all = spec.is_gpt() ? gpt_blocks<T>(spec, backend, mem, seed, shard) : mlp_blocks<T>(spec, backend, mem, seed, shard);
+  auto all = spec.model_kind().blocks(spec, backend, mem, seed, shard);
   const int n = static_cast<int>(all.size());
   const int first = shard.first_block, end = shard.end_block < 0 ? n : shard.end_block;
   PTS_REQUIRE(0 <= first && first < end && end <= n, "stage blocks out of range");

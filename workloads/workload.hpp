@@ -16,23 +16,66 @@
 
 namespace pts {
 
+class WorkloadKind;
+
 struct WorkloadSpec {
   std::string name;
-  std::string kind;  // "mlp" | "gpt"
+  std::string kind;  // "mlp" | "gpt": names the WorkloadKind below
   std::string description;
   // mlp: input dim, hidden width, hidden layers, classes.
   int64_t in_dim = 0, width = 0, hidden_layers = 0, classes = 0;
   // gpt: layers L, heads H, embedding width C, sequence length S, vocabulary V.
   int64_t layers = 0, heads = 0, embd = 0, seq = 0, vocab = 0;
-  bool is_gpt() const { return kind == "gpt"; }
+  // What the kind decides (blocks, parameter count, pipeline and tp limits, data).
+  const WorkloadKind& model_kind() const;
   int64_t num_params() const;
   // Positions a sample contributes to the loss (gpt: seq tokens; mlp: 1).
-  int64_t positions() const { return is_gpt() ? seq : 1; }
+  int64_t positions() const;
   // Matmul FLOPs one sample costs in a training step, counting only the gemms actually
   // executed: forward 2*in*out, weight grad 2*in*out, input grad 2*in*out (not for the
   // first layer, whose input needs no gradient); gpt adds attention's q k^T and p v.
   double flops_per_sample() const;
 };
+
+template <class T>
+class Block;
+struct ModelShard;
+
+// Everything that differs between kinds of workload goes through this interface: the
+// harness, the trainer, the pipeline split and the data never ask which kind they have. A
+// new kind is one class (its blocks included) plus a line in workload.cpp's kinds().
+class WorkloadKind {
+ public:
+  virtual ~WorkloadKind() = default;
+  virtual std::string name() const = 0;
+  virtual int64_t num_params(const WorkloadSpec& w) const = 0;
+  virtual double flops_per_sample(const WorkloadSpec& w) const = 0;
+  virtual int64_t positions(const WorkloadSpec&) const { return 1; }  // loss positions per sample
+  // Pipeline split: the layers stages may spread, the blocks before them (an embedding; the
+  // head always follows), and the most stages the model can fill.
+  virtual int64_t layers(const WorkloadSpec& w) const = 0;
+  virtual int lead_blocks() const { return 0; }
+  virtual int64_t max_stages(const WorkloadSpec& w) const { return layers(w); }
+  int64_t num_blocks(const WorkloadSpec& w) const { return lead_blocks() + layers(w) + 1; }
+  // Why `tp` ranks cannot split this model ("" when they can).
+  virtual std::string tp_problem(const WorkloadSpec& w, int tp) const = 0;
+  // Data: whether it reads token streams (a `data` token file), and the input elements per
+  // sample its batches hold in a tensor (token indices are not tensors).
+  virtual bool reads_tokens() const { return false; }
+  virtual int64_t input_elems(const WorkloadSpec&) const { return 0; }
+  // A remark for `ptsuite list` ("" none).
+  virtual std::string note(const WorkloadSpec&) const { return ""; }
+  // All blocks of the full model, sharded as `shard` says over tensor parallelism.
+  virtual std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be,
+                                                            MemoryTracker& mem, uint64_t seed,
+                                                            const ModelShard& shard) const = 0;
+  virtual std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be,
+                                                             MemoryTracker& mem, uint64_t seed,
+                                                             const ModelShard& shard) const = 0;
+};
+
+// The kinds by name; nullptr when unknown.
+const WorkloadKind* find_kind(const std::string& name);
 
 const std::vector<WorkloadSpec>& builtin_workloads();
 // nullptr when unknown.
@@ -209,6 +252,6 @@ std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backe
                                      uint64_t seed, const ModelStorage& storage = {}, const ModelShard& shard = {});
 
 // Blocks in the full model (mlp: hidden layers + head; gpt: embedding, L blocks, head).
-int64_t num_blocks(const WorkloadSpec& spec);
+inline int64_t num_blocks(const WorkloadSpec& spec) { return spec.model_kind().num_blocks(spec); }
 
 }  // namespace pts
