@@ -3,10 +3,30 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.hpp"
 
 namespace pts {
+
+namespace {
+class HostAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, bytes);
+    if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void release(void* p, size_t) override { std::free(p); }
+};
+}  // namespace
+
+Allocator& host_allocator() {
+  static HostAllocator host;
+  return host;
+}
 
 const char* to_string(MemCategory c) {
   switch (c) {

@@ -42,6 +42,32 @@ TEST(MemoryTracker, TensorCountsItsBytesUnderItsCategoryOnly) {
   }
 }
 
+// Tensors take their bytes from the tracker's allocator (a backend's own memory), zeroed,
+// and give them back to it.
+TEST(MemoryTracker, TensorsAllocateThroughTheTrackersAllocator) {
+  struct Counting final : Allocator {
+    int64_t live = 0, calls = 0;
+    void* allocate(size_t bytes) override {
+      ++calls, live += static_cast<int64_t>(bytes);
+      return host_allocator().allocate(bytes);
+    }
+    void release(void* p, size_t bytes) override {
+      live -= static_cast<int64_t>(bytes);
+      host_allocator().release(p, bytes);
+    }
+  } counting;
+  MemoryTracker mem(counting);
+  {
+    Tensor<double> a(mem, MemCategory::param, {3});  // 24 bytes, rounded to 64
+    Tensor<float> b(mem, MemCategory::grad, {100});  // 400 -> 448
+    EXPECT_EQ(counting.calls, 2);
+    EXPECT_EQ(counting.live, 64 + 448);
+    EXPECT_EQ(a[2], 0.0);
+    EXPECT_EQ(mem.current_total(), 24 + 400);
+  }
+  EXPECT_EQ(counting.live, 0);
+}
+
 TEST(MemoryTracker, ElementSizeAndOddShapesAreCountedExactly) {
   MemoryTracker mem;
   Tensor<double> d(mem, MemCategory::param, {37});

@@ -57,22 +57,21 @@ class Tensor {
     Storage(MemoryTracker& t, MemCategory c, int64_t n)
         : tracker(&t), category(c), bytes(std::max<int64_t>(n, 1) * sizeof(T)) {
       // 64-byte alignment for SIMD and BLAS; aligned_alloc needs a multiple of the alignment.
-      size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
-      ptr = static_cast<T*>(std::aligned_alloc(64, rounded));
-      if (!ptr) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
-      std::memset(ptr, 0, rounded);
+      rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+      ptr = static_cast<T*>(tracker->allocator().allocate(rounded));
       bytes = n * sizeof(T);
       tracker->allocate(category, bytes);
     }
     ~Storage() {
       tracker->release(category, bytes);
-      std::free(ptr);
+      tracker->allocator().release(ptr, rounded);
     }
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
     MemoryTracker* tracker;
     MemCategory category;
     int64_t bytes;
+    size_t rounded = 0;
     T* ptr = nullptr;
   };
   std::shared_ptr<Storage> storage_;

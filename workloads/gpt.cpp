@@ -47,7 +47,7 @@ class GptBlock : public Block<T> {
   Tensor<T> work(Shape s) { return Tensor<T>(mem_, MemCategory::workspace, std::move(s)); }
   // Without `accumulate` the block's gradients start from zero; every op then adds.
   void start_grads(bool accumulate) {
-    if (!accumulate) std::memset(g_, 0, params_.numel() * sizeof(T));
+    if (!accumulate) be_.fill(g_, T(0), params_.numel());
   }
   bool tp_on() const { return tp_.active(); }
   void tp_sum(T* x, int64_t n) const { tp_.all_reduce(x, n, dtype_of<T>()); }
@@ -199,7 +199,7 @@ class Transformer final : public GptBlock<T> {
     be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
     qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
     if (din) {
-      std::memcpy(din, dout, N * C * sizeof(T));
+      be.copy(din, dout, N * C);
       be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
                             this->g(ln1_b), N, C);
     }
@@ -260,13 +260,9 @@ class Head final : public GptBlock<T> {
     if (this->tp_on()) {
       Tensor<T> all = this->work({this->tp_size_, N});
       this->tp_.all_gather(local_max.data(), all.data(), N, dtype_of<T>());
-      for (int64_t i = 0; i < N; ++i) {
-        T m = all[i];
-        for (int r = 1; r < this->tp_size_; ++r) m = std::max(m, all[r * N + i]);
-        shift[i] = m;
-      }
+      be.max_over_parts(all.data(), this->tp_size_, N, shift.data());
     } else {
-      std::memcpy(shift.data(), local_max.data(), N * sizeof(T));
+      be.copy(shift.data(), local_max.data(), N);
     }
     Tensor<T> sums = this->work({2, N});  // sum of exp, then target logit, reduced together
     const int32_t* labels = mb.batch->labels.data() + mb.row0 * this->S_;
@@ -288,7 +284,7 @@ class Head final : public GptBlock<T> {
     }
     this->tp_.reduce_column_input_grad(dy.data(), N * C, dtype_of<T>());  // f: the head is column-parallel over V
     if (din) {
-      std::memset(din, 0, N * C * sizeof(T));
+      be.fill(din, T(0), N * C);
       be.layernorm_backward(x, this->p(0), s.mean.data(), s.rstd.data(), dy.data(), din, this->g(0), this->g(1), N, C);
     }
     s = Saved{};

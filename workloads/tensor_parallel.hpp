@@ -103,7 +103,7 @@ class TpLinear {
   // dx is not null (summed over the group for a column-parallel layer).
   void backward(const T* x, const T* w, const T* dy, T* dw, T* db, T* dx, int64_t rows, bool accumulate) const {
     be_->gemm(Trans::yes, Trans::no, in_, out_, rows, T(1), x, in_, dy, out_, T(accumulate ? 1 : 0), dw, out_);
-    if (!accumulate) std::memset(db, 0, static_cast<size_t>(out_) * sizeof(T));
+    if (!accumulate) be_->fill(db, T(0), out_);
     be_->bias_grad(dy, db, rows, out_);
     if (dx) {
       be_->gemm(Trans::no, Trans::yes, rows, in_, out_, T(1), dy, out_, w, out_, T(0), dx, in_);

@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "core/memory.hpp"
+
 namespace pts {
 
 enum class Trans { no, yes };
@@ -22,6 +24,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Where this backend's tensors live; the harness builds each case's MemoryTracker on it.
+  virtual Allocator& allocator() { return host_allocator(); }
 
   // Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
   virtual void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
@@ -86,6 +90,12 @@ class Backend {
 
   // x *= alpha.
   virtual void scale(T* x, T alpha, int64_t n) = 0;
+  // Data movement inside the backend's memory, so that no layer touches a tensor's bytes
+  // itself: x[0..n) = value; dst[0..n) = src[0..n) (no overlap); out[i] = max over p of
+  // parts[p * n + i] for p < nparts (the combination of gathered row maxima).
+  virtual void fill(T* x, T value, int64_t n) = 0;
+  virtual void copy(T* dst, const T* src, int64_t n) = 0;
+  virtual void max_over_parts(const T* parts, int64_t nparts, int64_t n, T* out) = 0;
   // SGD with momentum and L2 weight decay (PyTorch's form):
   //   g' = g + wd * p;  m = mu * m + g';  p -= lr * m.
   virtual void sgd_momentum(T* p, const T* g, T* m, int64_t n, const SgdParams& o) = 0;

@@ -54,9 +54,9 @@ class AveragesThroughCopy final : public Ddp<T> {
   using Ddp<T>::Ddp;
   void average(T* grads, int64_t n) override {
     Tensor<T> copy(this->memory(), MemCategory::workspace, {n});
-    std::copy(grads, grads + n, copy.data());
+    this->backend().copy(copy.data(), grads, n);
     Ddp<T>::average(copy.data(), n);
-    std::copy(copy.data(), copy.data() + n, grads);
+    this->backend().copy(grads, copy.data(), n);
   }
 };
 

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -322,6 +323,18 @@ class CpuBackend final : public Backend<T> {
 
   void scale(T* x, T alpha, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) x[i] *= alpha;
+  }
+
+  void fill(T* x, T value, int64_t n) override { std::fill(x, x + n, value); }
+  void copy(T* dst, const T* src, int64_t n) override {
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+  }
+  void max_over_parts(const T* parts, int64_t nparts, int64_t n, T* out) override {
+    for (int64_t i = 0; i < n; ++i) {
+      T m = parts[i];
+      for (int64_t p = 1; p < nparts; ++p) m = std::max(m, parts[p * n + i]);
+      out[i] = m;
+    }
   }
 
   void sgd_momentum(T* p, const T* g, T* m, int64_t n, const SgdParams& o) override {

@@ -52,6 +52,23 @@ TYPED_TEST_SUITE(CpuBackendTest, Scalars);
 
 TYPED_TEST(CpuBackendTest, Name) { EXPECT_EQ(this->be->name(), "cpu"); }
 
+TYPED_TEST(CpuBackendTest, FillCopyAndMaxOverParts) {
+  using T = TypeParam;
+  std::vector<T> x(5, T(7));
+  this->be->fill(x.data() + 1, T(-2), 3);
+  EXPECT_EQ(x, as<T>({7, -2, -2, -2, 7}));
+  std::vector<T> y(5, T(0));
+  this->be->copy(y.data(), x.data(), 4);
+  EXPECT_EQ(y, as<T>({7, -2, -2, -2, 0}));
+  // Three parts of four: the column-wise maximum.
+  const std::vector<T> parts = as<T>({1, 5, -3, 0, 4, 2, -1, -9, 3, 8, -2, -4});
+  std::vector<T> out(4);
+  this->be->max_over_parts(parts.data(), 3, 4, out.data());
+  EXPECT_EQ(out, as<T>({4, 8, -1, 0}));
+  this->be->max_over_parts(parts.data(), 1, 4, out.data());
+  EXPECT_EQ(out, as<T>({1, 5, -3, 0}));
+}
+
 // ---- gemm ------------------------------------------------------------------------------
 
 // Row-major op(A)[i,l], op(B)[l,j] as stored with leading dimensions lda, ldb.
