@@ -305,19 +305,9 @@ class Head final : public GptBlock<T> {
   std::vector<Saved> saved_;
 };
 
-template <class T>
-std::vector<std::unique_ptr<Block<T>>> gpt_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                                  uint64_t seed, const ModelShard& shard) {
-  std::vector<std::unique_ptr<Block<T>>> blocks;
-  blocks.push_back(std::make_unique<Embedding<T>>(spec, shard, backend, mem, seed));
-  for (int64_t l = 0; l < spec.layers; ++l)
-    blocks.push_back(std::make_unique<Transformer<T>>(l, spec, shard, backend, mem, seed));
-  blocks.push_back(std::make_unique<Head<T>>(spec.layers, spec, shard, backend, mem, seed));
-  return blocks;
-}
 
 // Embedding, L transformer blocks, final LayerNorm + untied LM head; next-token loss.
-class GptKind final : public WorkloadKind {
+class GptKind final : public KindWithBlocks<GptKind> {
  public:
   std::string name() const override { return "gpt"; }
   int64_t num_params(const WorkloadSpec& w) const override {
@@ -348,21 +338,20 @@ class GptKind final : public WorkloadKind {
   std::string note(const WorkloadSpec& w) const override {
     return "untied head " + std::to_string(w.vocab * w.embd) + " of them";
   }
-  std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be, MemoryTracker& mem,
-                                                    uint64_t seed, const ModelShard& shard) const override {
-    return gpt_blocks<float>(w, be, mem, seed, shard);
-  }
-  std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be, MemoryTracker& mem,
-                                                     uint64_t seed, const ModelShard& shard) const override {
-    return gpt_blocks<double>(w, be, mem, seed, shard);
+  template <class T>
+  static std::vector<std::unique_ptr<Block<T>>> make_blocks(const WorkloadSpec& w, Backend<T>& be, MemoryTracker& mem,
+                                                            uint64_t seed, const ModelShard& shard) {
+    std::vector<std::unique_ptr<Block<T>>> blocks;
+    blocks.push_back(std::make_unique<Embedding<T>>(w, shard, be, mem, seed));
+    for (int64_t l = 0; l < w.layers; ++l)
+      blocks.push_back(std::make_unique<Transformer<T>>(l, w, shard, be, mem, seed));
+    blocks.push_back(std::make_unique<Head<T>>(w.layers, w, shard, be, mem, seed));
+    return blocks;
   }
 };
 
 }  // namespace
 
-const WorkloadKind& gpt_kind() {
-  static const GptKind kind;
-  return kind;
-}
+const WorkloadKind& gpt_kind() { return singleton<GptKind>(); }
 
 }  // namespace pts

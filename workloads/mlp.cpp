@@ -104,26 +104,9 @@ class Dense final : public Block<T> {
   std::vector<Tensor<T>> saved_;  // [slot]: pre-activation h (head: dlogits)
 };
 
-template <class T>
-std::vector<std::unique_ptr<Block<T>>> mlp_blocks(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
-                                                  uint64_t seed, const ModelShard& shard) {
-  auto shapes = mlp_shapes(spec);
-  std::vector<std::unique_ptr<Block<T>>> blocks;
-  const int64_t hidden = spec.hidden_layers;
-  for (int64_t l = 0; l <= hidden; ++l) {
-    Parallel par = Parallel::replicated;
-    if (shard.tp_size() > 1 && l < hidden) {
-      if (l % 2 == 0 && l + 1 < hidden) par = Parallel::column;
-      else if (l % 2 == 1) par = Parallel::row;
-    }
-    blocks.push_back(std::make_unique<Dense<T>>(l, shapes[l].first, shapes[l].second, par, l == hidden, shard,
-                                                backend, mem, seed));
-  }
-  return blocks;
-}
 
 // in_dim -> hidden_layers x width (GELU) -> classes, softmax cross-entropy on a class label.
-class MlpKind final : public WorkloadKind {
+class MlpKind final : public KindWithBlocks<MlpKind> {
  public:
   std::string name() const override { return "mlp"; }
   int64_t num_params(const WorkloadSpec& s) const override {
@@ -148,21 +131,27 @@ class MlpKind final : public WorkloadKind {
     return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s hidden width " + std::to_string(w.width);
   }
   int64_t input_elems(const WorkloadSpec& w) const override { return w.in_dim; }
-  std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be, MemoryTracker& mem,
-                                                    uint64_t seed, const ModelShard& shard) const override {
-    return mlp_blocks<float>(w, be, mem, seed, shard);
-  }
-  std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be, MemoryTracker& mem,
-                                                     uint64_t seed, const ModelShard& shard) const override {
-    return mlp_blocks<double>(w, be, mem, seed, shard);
+  template <class T>
+  static std::vector<std::unique_ptr<Block<T>>> make_blocks(const WorkloadSpec& w, Backend<T>& be, MemoryTracker& mem,
+                                                            uint64_t seed, const ModelShard& shard) {
+    auto shapes = mlp_shapes(w);
+    std::vector<std::unique_ptr<Block<T>>> blocks;
+    const int64_t hidden = w.hidden_layers;
+    for (int64_t l = 0; l <= hidden; ++l) {
+      Parallel par = Parallel::replicated;
+      if (shard.tp_size() > 1 && l < hidden) {
+        if (l % 2 == 0 && l + 1 < hidden) par = Parallel::column;
+        else if (l % 2 == 1) par = Parallel::row;
+      }
+      blocks.push_back(std::make_unique<Dense<T>>(l, shapes[l].first, shapes[l].second, par, l == hidden, shard,
+                                                  be, mem, seed));
+    }
+    return blocks;
   }
 };
 
 }  // namespace
 
-const WorkloadKind& mlp_kind() {
-  static const MlpKind kind;
-  return kind;
-}
+const WorkloadKind& mlp_kind() { return singleton<MlpKind>(); }
 
 }  // namespace pts

@@ -74,6 +74,13 @@ class WorkloadKind {
                                                              const ModelShard& shard) const = 0;
 };
 
+// The one instance of a stateless kind.
+template <class K>
+const WorkloadKind& singleton() {
+  static const K kind;
+  return kind;
+}
+
 // The kinds by name; nullptr when unknown.
 const WorkloadKind* find_kind(const std::string& name);
 
@@ -250,6 +257,21 @@ class Model {
 template <class T>
 std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backend, MemoryTracker& mem,
                                      uint64_t seed, const ModelStorage& storage = {}, const ModelShard& shard = {});
+
+// A kind whose blocks come from one template, K::make_blocks<T>(spec, backend, mem, seed,
+// shard): implements blocks() for both dtypes.
+template <class K>
+class KindWithBlocks : public WorkloadKind {
+ public:
+  std::vector<std::unique_ptr<Block<float>>> blocks(const WorkloadSpec& w, Backend<float>& be, MemoryTracker& mem,
+                                                    uint64_t seed, const ModelShard& shard) const override {
+    return K::template make_blocks<float>(w, be, mem, seed, shard);
+  }
+  std::vector<std::unique_ptr<Block<double>>> blocks(const WorkloadSpec& w, Backend<double>& be, MemoryTracker& mem,
+                                                     uint64_t seed, const ModelShard& shard) const override {
+    return K::template make_blocks<double>(w, be, mem, seed, shard);
+  }
+};
 
 // Blocks in the full model (mlp: hidden layers + head; gpt: embedding, L blocks, head).
 inline int64_t num_blocks(const WorkloadSpec& spec) { return spec.model_kind().num_blocks(spec); }
