@@ -54,6 +54,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"strategy", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.strategy = as_str(n); }}},
       {"workload", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.workload = as_str(n); }}},
       {"dtype", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.dtype = as_str(n); }}},
+      {"backend", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.backend = as_str(n); }}},
       {"dp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.dp = int(as_int(n)); }}},
       {"tp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.tp = int(as_int(n)); }}},
       {"pp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.pp = int(as_int(n)); }}},
@@ -208,6 +209,8 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
     fail(path, where("workload"), "workload", "unknown workload '" + c.workload + "'; known: " + known);
   }
   require(c.dtype == "float32" || c.dtype == "float64", "dtype", "must be float32 or float64, got '" + c.dtype + "'");
+  require(find_backend(c.backend) != nullptr, "backend",
+          "unknown backend '" + c.backend + "'; known: " + backend_names());
   require(c.optimizer.kind == "sgd" || c.optimizer.kind == "adamw", "optimizer",
           "must be sgd or adamw, got '" + c.optimizer.kind + "'");
   require(c.check == "auto" || c.check == "exact" || c.check == "precision" || c.check == "none", "check",

@@ -202,6 +202,7 @@ name = "all"
 strategy = "hybrid"
 workload = "mlp-tiny"
 dtype = "float64"
+backend = "cpu"
 dp = 2
 tp = 1
 pp = 1
@@ -234,6 +235,7 @@ stage_layers = "2"
   EXPECT_EQ(c.strategy, "hybrid");
   EXPECT_EQ(c.workload, "mlp-tiny");
   EXPECT_EQ(c.dtype, "float64");
+  EXPECT_EQ(c.backend, "cpu");
   EXPECT_EQ(c.layout.dp, 2);
   EXPECT_EQ(c.layout.tp, 1);
   EXPECT_EQ(c.layout.pp, 1);
@@ -260,7 +262,7 @@ stage_layers = "2"
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.microbatches, 2);
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
-  EXPECT_EQ(suite_keys(registry()).size(), 29u);  // one per key above: a new key needs a line here
+  EXPECT_EQ(suite_keys(registry()).size(), 30u);  // one per key above: a new key needs a line here
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -311,6 +313,11 @@ strategy = "ddp"
   every.type = OptionType::string;
   clash.options.push_back(every);
   EXPECT_THROW(reg.add(clash), Error);
+}
+
+TEST(SuiteErrors, UnknownBackendNamesTheKnownOnes) {
+  std::string e = error_of("[[case]]\nstrategy = \"ddp\"\nbackend = \"tpu\"\n");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'backend': unknown backend 'tpu'; known: cpu")) << e;
 }
 
 TEST(StrategyOptions, AnOptionTheCasesStrategyDoesNotDeclareIsAnError) {

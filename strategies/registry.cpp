@@ -90,6 +90,7 @@ std::string config_key(const CaseConfig& c) {
   add("workload", c.workload);
   add("data", c.data);
   add("dtype", c.dtype);
+  add("backend", c.backend);
   add("layout", c.layout.product_string());
   add("steps", std::to_string(c.steps));
   add("warmup_steps", std::to_string(c.warmup_steps));

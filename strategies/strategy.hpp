@@ -33,6 +33,7 @@ struct CaseConfig {
   std::string workload = "mlp-tiny";
   std::string data;  // gpt: "" (synthetic Markov tokens) or a uint16 token file
   std::string dtype = "float64";  // float32 | float64
+  std::string backend = "cpu";    // compute backend and memory of the case (known_backends())
   Layout layout;
   int steps = 4;
   int warmup_steps = 1;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "core/memory.hpp"
 
@@ -107,5 +108,23 @@ class Backend {
 
 template <class T>
 std::unique_ptr<Backend<T>> make_cpu_backend();
+
+// Backends by name, the suite's `backend` key: "cpu" ships; a test may add its own (a
+// poisoning arena) and a GPU build adds "cuda".
+struct BackendInfo {
+  std::string name;
+  std::unique_ptr<Backend<float>> (*make_f32)();
+  std::unique_ptr<Backend<double>> (*make_f64)();
+};
+const BackendInfo* find_backend(const std::string& name);
+std::string backend_names();
+void register_backend(const BackendInfo& info);  // replaces one of the same name
+template <class T>
+std::unique_ptr<Backend<T>> make_backend(const std::string& name) {
+  const BackendInfo* b = find_backend(name);
+  if (!b) return nullptr;
+  if constexpr (std::is_same_v<T, float>) return b->make_f32();
+  else return b->make_f64();
+}
 
 }  // namespace pts
