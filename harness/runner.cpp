@@ -6,20 +6,37 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/link_comm.hpp"
 #include "harness/checks.hpp"
 #include "harness/progress.hpp"
+#include "harness/report.hpp"
 #include "strategies/single.hpp"
 
 namespace pts {
 namespace {
 
-using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double p90_of(std::vector<double> v) {  // nearest rank
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  size_t k = static_cast<size_t>(std::ceil(0.9 * v.size()));
+  return v[std::max<size_t>(k, 1) - 1];
+}
+// The values of the steps after warm-up.
+std::vector<double> after_warmup(const std::vector<double>& v, int warmup_steps) {
+  return {v.begin() + std::min<size_t>(warmup_steps, v.size()), v.end()};
+}
 
 // What one training run produced. Losses and step times are agreed on every rank of the
 // run; params are the full vector on rank 0.
@@ -30,27 +47,13 @@ struct TrainResult {
   std::vector<double> params;
   std::string error;  // this rank's exception message
   bool failed = false;  // any rank threw
+  RankReport report;    // this rank's memory and communication figures and check verdicts
 };
 
 bool any_rank(MpiComm& side, bool local) {
   int v = local ? 1 : 0, out = 0;
   PTS_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, side.native()));
   return out != 0;
-}
-
-// Gathers one string per rank to rank 0 of `side`.
-std::vector<std::string> gather_strings(MpiComm& side, const std::string& s) {
-  int len = static_cast<int>(s.size());
-  std::vector<int> lens(side.size()), offs(side.size());
-  PTS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, side.native()));
-  int total = 0;
-  for (int r = 0; r < side.size(); ++r) offs[r] = total, total += lens[r];
-  std::string all(side.rank() == 0 ? total : 0, '\0');
-  PTS_MPI_CHECK(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, side.native()));
-  std::vector<std::string> out;
-  if (side.rank() == 0)
-    for (int r = 0; r < side.size(); ++r) out.push_back(all.substr(offs[r], lens[r]));
-  return out;
 }
 
 template <class T>
@@ -61,12 +64,10 @@ const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
 
 // Trains case `c` with strategy `info` on the ranks of `counted` (a CountingComm whose stats
 // are `stats`) arranged as `mesh_layout`, using `side` (uncounted, same ranks) for everything
-// the harness itself needs. Fills `report` with this rank's memory and communication figures
-// and check verdicts.
+// the harness itself needs.
 template <class T>
 TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
-                  Comm& counted, MpiComm& side, const CommStats& stats, json& report,
-                  const std::function<void(int)>& on_step) {
+                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step) {
   TrainResult out;
   MemoryTracker mem;
   auto backend = make_cpu_backend<T>();
@@ -110,41 +111,37 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     out.failed = any_rank(side, !out.error.empty());
   }
 
-  report["rank"] = side.rank();
-  report["error"] = out.error;
-  report["peak_total"] = mem.peak_total();
-  report["stage"] = out.stats.stage;
-  report["bubble_theory"] = out.stats.bubble_theory;
-  report["rss"] = process_peak_rss_bytes();
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    auto cat = static_cast<MemCategory>(i);
-    report["peak"][to_string(cat)] = mem.peak(cat);
-  }
-  json ops = json::array();
+  RankReport& report = out.report;
+  report.rank = side.rank();
+  report.error = out.error;
+  for (int i = 0; i < kNumMemCategories; ++i) report.peak[i] = mem.peak(static_cast<MemCategory>(i));
+  report.peak_total = mem.peak_total();
+  report.rss = process_peak_rss_bytes();
+  report.stage = out.stats.stage;
+  report.bubble_theory = out.stats.bubble_theory;
+  std::vector<double> timed_wait = after_warmup(out.comm_wait, c.warmup_steps);
+  report.wait_median = timed_wait.empty() ? 0.0 : median_of(timed_wait);
+  std::vector<double> timed_busy = after_warmup(out.busy, c.warmup_steps);
+  report.busy_median = timed_busy.empty() ? -1.0 : median_of(timed_busy);  // -1: not measured
   for (const auto& [key, cnt] : stats.counts())
-    ops.push_back({{"axis", key.first}, {"op", to_string(key.second)}, {"calls", cnt.calls},
-                   {"payload_bytes", cnt.payload_bytes}, {"bus_bytes", cnt.bus_bytes}, {"wait_s", cnt.wait_s},
-                   {"model_s", cnt.model_s}});
-  report["comm"] = ops;
-  report["counted_bus"] = stats.total_bus_bytes();
+    report.comm.push_back({key.first, key.second, cnt.calls, cnt.payload_bytes, cnt.bus_bytes, cnt.wait_s, cnt.model_s});
+  report.counted_bus = stats.total_bus_bytes();
   if (strategy && !out.failed) {
-    MemoryExpectation em = strategy->expected_memory();
-    report["expected_memory"] = {{"param", em.param}, {"grad", em.grad}, {"optimizer", em.optimizer}};
-    if (em.activation >= 0) report["expected_memory"]["activation"] = em.activation;
+    const MemoryExpectation em = strategy->expected_memory();
+    RankExpectation& e = report.expected.emplace();
+    e.param = em.param, e.grad = em.grad, e.optimizer = em.optimizer;
+    if (em.activation >= 0) e.activation = em.activation;
     const std::vector<ExpectedOp> expected =
         run_expectation([&](int step) { return strategy->expected_comm(step); }, c.steps);
     double expected_bus = 0;
-    json stated = json::array();
-    for (const auto& e : expected) {
-      expected_bus += e.bus_bytes();
-      stated.push_back({{"axis", e.axis}, {"op", to_string(e.op)}, {"calls", e.calls}, {"payload_bytes", e.payload_bytes}});
+    for (const auto& x : expected) {
+      expected_bus += x.bus_bytes();
+      e.comm.push_back({x.axis, x.op, x.calls, x.payload_bytes});
     }
-    report["expected_comm"] = stated;
-    report["expected_bus"] = expected_bus / c.steps;  // mean per step
-    CheckResult cc = check_comm(stats, expected);
-    CheckResult cm = check_memory(mem, em);
-    report["check_comm"] = {{"verdict", to_string(cc.verdict)}, {"reason", cc.reason}};
-    report["check_memory"] = {{"verdict", to_string(cm.verdict)}, {"reason", cm.reason}};
+    e.bus_per_step = expected_bus / c.steps;  // mean per step
+    const CheckResult cc = check_comm(stats, expected), cm = check_memory(mem, em);
+    e.check_comm = {cc.verdict, cc.reason};
+    e.check_memory = {cm.verdict, cm.reason};
   }
   return out;
 }
@@ -174,8 +171,7 @@ class ReferenceCache {
     MpiComm self(MPI_COMM_SELF, "self", false);
     auto stats = std::make_shared<CommStats>();
     CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
-    json unused;
-    TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, unused, {});
+    TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, {});
     return cache_[key] = Reference{r.losses, r.params, r.error};
   }
   size_t size() const { return cache_.size(); }
@@ -185,20 +181,20 @@ class ReferenceCache {
   std::map<std::string, Reference> cache_;
 };
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-double p90_of(std::vector<double> v) {  // nearest rank
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t k = static_cast<size_t>(std::ceil(0.9 * v.size()));
-  return v[std::max<size_t>(k, 1) - 1];
-}
 std::string num(double v) { return fmt_double(v); }
 std::string num(int64_t v) { return std::to_string(v); }
+
+// The bytes the strategy states for `cat` on a rank; none for the categories it states no
+// exact figure for (comm and workspace are bounds at most, activation when unset).
+std::optional<int64_t> expected_bytes(const RankExpectation& e, MemCategory cat) {
+  switch (cat) {
+    case MemCategory::param: return e.param;
+    case MemCategory::grad: return e.grad;
+    case MemCategory::optimizer: return e.optimizer;
+    case MemCategory::activation: return e.activation;
+    default: return std::nullopt;
+  }
+}
 
 // The tables of one run directory.
 struct RunTables {
@@ -217,7 +213,7 @@ struct RunTables {
 
 // Rank 0: combines the per-rank reports and the references into the case's rows.
 Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,
-                const std::vector<json>& ranks, ReferenceCache& refs, RunTables& t) {
+                const std::vector<RankReport>& ranks, ReferenceCache& refs, RunTables& t) {
   Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype},
           {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))}, {"ranks", num(int64_t(c.layout.num_ranks()))},
           {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
@@ -236,12 +232,11 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   }
   std::vector<std::string> reasons;
   bool failed = r.failed;
-  for (const auto& rep : ranks)
-    if (!rep["error"].get<std::string>().empty())
-      reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " threw: " + rep["error"].get<std::string>());
+  for (const RankReport& rep : ranks)
+    if (!rep.error.empty()) reasons.push_back("rank " + std::to_string(rep.rank) + " threw: " + rep.error);
 
   // Timing over the steps after warm-up.
-  std::vector<double> timed(r.step_times.begin() + std::min<size_t>(c.warmup_steps, r.step_times.size()), r.step_times.end());
+  std::vector<double> timed = after_warmup(r.step_times, c.warmup_steps);
   double med = median_of(timed);
   row["step_time_s"] = num(med);
   row["step_time_p90_s"] = num(p90_of(timed));
@@ -254,32 +249,32 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   double bus = 0, expected_bus = 0, wait = 0;
   std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
   std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
-  for (const auto& rep : ranks) {
-    peak = std::max(peak, rep["peak_total"].get<int64_t>());
-    rss = std::max(rss, rep["rss"].get<int64_t>());
-    bus = std::max(bus, rep["counted_bus"].get<double>() / c.steps);
-    if (rep.contains("expected_bus")) expected_bus = std::max(expected_bus, rep["expected_bus"].get<double>());
-    if (rep.contains("wait_median")) wait = std::max(wait, rep["wait_median"].get<double>());
-    for (const auto& o : rep["comm"]) {
-      auto& a = ops[{o["axis"], o["op"]}];
-      double v[5] = {o["calls"].get<double>(), o["payload_bytes"].get<double>(), o["bus_bytes"].get<double>(),
-                     o["wait_s"].get<double>(), o["model_s"].get<double>()};
+  for (const RankReport& rep : ranks) {
+    peak = std::max(peak, rep.peak_total);
+    rss = std::max(rss, rep.rss);
+    bus = std::max(bus, rep.counted_bus / c.steps);
+    wait = std::max(wait, rep.wait_median);
+    for (const CountedOp& o : rep.comm) {
+      auto& a = ops[{o.axis, to_string(o.op)}];
+      double v[5] = {double(o.calls), double(o.payload_bytes), o.bus_bytes, o.wait_s, o.model_s};
       for (int i = 0; i < 5; ++i) a[i] = std::max(a[i], v[i] / c.steps);
     }
-    if (rep.contains("expected_comm"))
-      for (const auto& o : rep["expected_comm"]) {
-        auto& a = stated[{o["axis"], o["op"]}];
-        ops.try_emplace({o["axis"], o["op"]}, std::array<double, 5>{});  // stated but never counted: a row too
-        a[0] = std::max(a[0], o["calls"].get<double>() / c.steps);
-        a[1] = std::max(a[1], o["payload_bytes"].get<double>() / c.steps);
+    if (rep.expected) {
+      expected_bus = std::max(expected_bus, rep.expected->bus_per_step);
+      for (const StatedOp& o : rep.expected->comm) {
+        std::pair<std::string, std::string> key{o.axis, to_string(o.op)};
+        auto& a = stated[key];
+        ops.try_emplace(key, std::array<double, 5>{});  // stated but never counted: a row too
+        a[0] = std::max(a[0], double(o.calls) / c.steps);
+        a[1] = std::max(a[1], double(o.payload_bytes) / c.steps);
       }
-    int rank = rep["rank"].get<int>();
+    }
     for (int i = 0; i < kNumMemCategories; ++i) {
-      std::string cat = to_string(static_cast<MemCategory>(i));
-      Row m{{"case", c.name}, {"rank", num(int64_t(rank))}, {"category", cat},
-            {"peak_bytes", num(rep["peak"][cat].get<int64_t>())}};
-      if (rep.contains("expected_memory") && rep["expected_memory"].contains(cat))
-        m["expected_bytes"] = num(rep["expected_memory"][cat].get<int64_t>());
+      const auto cat = static_cast<MemCategory>(i);
+      Row m{{"case", c.name}, {"rank", num(int64_t(rep.rank))}, {"category", to_string(cat)},
+            {"peak_bytes", num(rep.peak[i])}};
+      if (rep.expected)
+        if (std::optional<int64_t> b = expected_bytes(*rep.expected, cat)) m["expected_bytes"] = num(*b);
       t.memory.add(m);
     }
   }
@@ -290,15 +285,15 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     int64_t act = 0, peak = 0;
   };
   std::map<int, StageAcc> stages;
-  for (const auto& rep : ranks) {
-    StageAcc& a = stages[rep["stage"].get<int>()];
-    const double busy = rep["busy_median"].get<double>();
+  for (const RankReport& rep : ranks) {
+    StageAcc& a = stages[rep.stage];
+    const double busy = rep.busy_median;
     a.ranks += 1;
     a.busy += busy;
     a.bubble += busy < 0 ? NAN : 1.0 - busy / med;
-    a.theory = rep["bubble_theory"].get<double>();
-    a.act = std::max(a.act, rep["peak"]["activation"].get<int64_t>());
-    a.peak = std::max(a.peak, rep["peak_total"].get<int64_t>());
+    a.theory = rep.bubble_theory;
+    a.act = std::max(a.act, rep.peak[static_cast<int>(MemCategory::activation)]);
+    a.peak = std::max(a.peak, rep.peak_total);
   }
   double bubble_sum = 0;
   for (const auto& [stage, a] : stages) {
@@ -327,19 +322,20 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["comm_exposed_frac"] = num(wait / med);
 
   // Per-rank checks: any rank failing fails the check.
-  auto combine = [&](const char* name) {
+  auto combine = [&](RankCheck RankExpectation::*check) {
     if (failed) return std::string("SKIP");
-    for (const auto& rep : ranks) {
-      if (!rep.contains(name)) return std::string("SKIP");
-      if (rep[name]["verdict"] == "FAIL") {
-        reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " " + rep[name]["reason"].get<std::string>());
+    for (const RankReport& rep : ranks) {
+      if (!rep.expected) return std::string("SKIP");
+      const RankCheck& k = *rep.expected.*check;
+      if (k.verdict == Verdict::fail) {
+        reasons.push_back("rank " + std::to_string(rep.rank) + " " + k.reason);
         return std::string("FAIL");
       }
     }
     return std::string("PASS");
   };
-  row["check_comm"] = combine("check_comm");
-  row["check_memory"] = combine("check_memory");
+  row["check_comm"] = combine(&RankExpectation::check_comm);
+  row["check_memory"] = combine(&RankExpectation::check_memory);
 
   // Equivalence against the single-device references.
   std::string mode = c.check == "auto" ? (c.dtype == "float64" ? "exact" : "precision") : c.check;
@@ -436,20 +432,12 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       std::unique_ptr<Comm> base = MpiComm::duplicate(side.native(), "world");
       if (c.link.enabled()) base = std::make_unique<LinkComm>(std::move(base), c.link, stats);
       CountingComm counted(std::move(base), stats);
-      json report;
       auto on_step = [&](int s) { progress.step(s); };
-      TrainResult r = c.dtype == "float32" ? train<float>(c, c.layout, w, info, counted, side, *stats, report, on_step)
-                                           : train<double>(c, c.layout, w, info, counted, side, *stats, report, on_step);
-      std::vector<double> timed_wait(r.comm_wait.begin() + std::min<size_t>(c.warmup_steps, r.comm_wait.size()),
-                                     r.comm_wait.end());
-      report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);
-      std::vector<double> timed_busy(r.busy.begin() + std::min<size_t>(c.warmup_steps, r.busy.size()), r.busy.end());
-      report["busy_median"] = timed_busy.empty() ? -1.0 : median_of(timed_busy);  // -1: not measured
-      std::vector<std::string> reports = gather_strings(side, report.dump());
+      TrainResult r = c.dtype == "float32" ? train<float>(c, c.layout, w, info, counted, side, *stats, on_step)
+                                           : train<double>(c, c.layout, w, info, counted, side, *stats, on_step);
+      std::vector<RankReport> reports = gather_reports(side, r.report);
       if (root) {
-        std::vector<json> parsed;
-        for (const auto& s : reports) parsed.push_back(json::parse(s));
-        Row row = finish_case(c, w, info, r, parsed, refs, tables);
+        Row row = finish_case(c, w, info, r, reports, refs, tables);
         row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
         tables.cases.add(row);
         tables.write(opts.out_dir);
