@@ -1,383 +1,24 @@
+// run_suite: the loop over a suite's cases. Each case trains on a group split from the world
+// (harness/train), its ranks' reports are gathered to rank 0 (harness/report), which builds its
+// rows (harness/case_rows) against the cached references (harness/references) and rewrites the
+// run directory's CSV files.
 #include "harness/runner.hpp"
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <nlohmann/json.hpp>
+#include <memory>
 #include <regex>
 
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/link_comm.hpp"
-#include "harness/checks.hpp"
+#include "harness/case_rows.hpp"
 #include "harness/progress.hpp"
-#include "strategies/single.hpp"
+#include "harness/references.hpp"
+#include "harness/report.hpp"
+#include "harness/train.hpp"
 
 namespace pts {
 namespace {
-
-using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
-
-// What one training run produced. Losses and step times are agreed on every rank of the
-// run; params are the full vector on rank 0.
-struct TrainResult {
-  std::vector<double> losses, step_times, comm_wait;  // comm_wait: this rank, per step
-  std::vector<double> busy;                           // this rank's compute seconds, per step
-  StepStats stats;                                    // this rank's last step
-  std::vector<double> params;
-  std::string error;  // this rank's exception message
-  bool failed = false;  // any rank threw
-};
-
-bool any_rank(MpiComm& side, bool local) {
-  int v = local ? 1 : 0, out = 0;
-  PTS_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, side.native()));
-  return out != 0;
-}
-
-// Gathers one string per rank to rank 0 of `side`.
-std::vector<std::string> gather_strings(MpiComm& side, const std::string& s) {
-  int len = static_cast<int>(s.size());
-  std::vector<int> lens(side.size()), offs(side.size());
-  PTS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, side.native()));
-  int total = 0;
-  for (int r = 0; r < side.size(); ++r) offs[r] = total, total += lens[r];
-  std::string all(side.rank() == 0 ? total : 0, '\0');
-  PTS_MPI_CHECK(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, side.native()));
-  std::vector<std::string> out;
-  if (side.rank() == 0)
-    for (int r = 0; r < side.size(); ++r) out.push_back(all.substr(offs[r], lens[r]));
-  return out;
-}
-
-template <class T>
-const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
-  if constexpr (std::is_same_v<T, float>) return info.make_f32;
-  else return info.make_f64;
-}
-
-// Trains case `c` with strategy `info` on the ranks of `counted` (a CountingComm whose stats
-// are `stats`) arranged as `mesh_layout`, using `side` (uncounted, same ranks) for everything
-// the harness itself needs. Fills `report` with this rank's memory and communication figures
-// and check verdicts.
-template <class T>
-TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
-                  Comm& counted, MpiComm& side, const CommStats& stats, json& report,
-                  const std::function<void(int)>& on_step) {
-  TrainResult out;
-  MemoryTracker mem;
-  auto backend = make_cpu_backend<T>();
-  std::unique_ptr<Mesh> mesh;
-  std::unique_ptr<Strategy<T>> strategy;
-  auto guard = [&](auto&& fn) {
-    if (!out.error.empty()) return;
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      out.error = e.what();
-    }
-  };
-  guard([&] {
-    mesh = std::make_unique<Mesh>(counted, mesh_layout);
-    strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
-  });
-  out.failed = any_rank(side, !out.error.empty());
-  for (int step = 0; step < c.steps && !out.failed; ++step) {
-    guard([&] { strategy->load_batch(step); });
-    PTS_MPI_CHECK(MPI_Barrier(side.native()));  // every rank starts the step together
-    double share = 0, wait0 = stats.total_wait_s();
-    auto t0 = Clock::now();
-    guard([&] { share = strategy->train_step(step); });
-    double local[2] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0};
-    double slowest[2], loss = 0;
-    PTS_MPI_CHECK(MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, side.native()));
-    PTS_MPI_CHECK(MPI_Allreduce(&share, &loss, 1, MPI_DOUBLE, MPI_SUM, side.native()));
-    out.failed = slowest[1] > 0;
-    out.losses.push_back(loss);
-    out.step_times.push_back(slowest[0]);
-    out.comm_wait.push_back(stats.total_wait_s() - wait0);
-    if (strategy) {
-      out.stats = strategy->step_stats();
-      out.busy.push_back(out.stats.busy_s);
-    }
-    if (on_step) on_step(step);
-  }
-  if (!out.failed) {
-    guard([&] { out.params = strategy->full_params(side); });
-    out.failed = any_rank(side, !out.error.empty());
-  }
-
-  report["rank"] = side.rank();
-  report["error"] = out.error;
-  report["peak_total"] = mem.peak_total();
-  report["stage"] = out.stats.stage;
-  report["bubble_theory"] = out.stats.bubble_theory;
-  report["rss"] = process_peak_rss_bytes();
-  for (int i = 0; i < kNumMemCategories; ++i) {
-    auto cat = static_cast<MemCategory>(i);
-    report["peak"][to_string(cat)] = mem.peak(cat);
-  }
-  json ops = json::array();
-  for (const auto& [key, cnt] : stats.counts())
-    ops.push_back({{"axis", key.first}, {"op", to_string(key.second)}, {"calls", cnt.calls},
-                   {"payload_bytes", cnt.payload_bytes}, {"bus_bytes", cnt.bus_bytes}, {"wait_s", cnt.wait_s},
-                   {"model_s", cnt.model_s}});
-  report["comm"] = ops;
-  report["counted_bus"] = stats.total_bus_bytes();
-  if (strategy && !out.failed) {
-    MemoryExpectation em = strategy->expected_memory();
-    report["expected_memory"] = {{"param", em.param}, {"grad", em.grad}, {"optimizer", em.optimizer}};
-    if (em.activation >= 0) report["expected_memory"]["activation"] = em.activation;
-    const std::vector<ExpectedOp> expected =
-        run_expectation([&](int step) { return strategy->expected_comm(step); }, c.steps);
-    double expected_bus = 0;
-    json stated = json::array();
-    for (const auto& e : expected) {
-      expected_bus += e.bus_bytes();
-      stated.push_back({{"axis", e.axis}, {"op", to_string(e.op)}, {"calls", e.calls}, {"payload_bytes", e.payload_bytes}});
-    }
-    report["expected_comm"] = stated;
-    report["expected_bus"] = expected_bus / c.steps;  // mean per step
-    CheckResult cc = check_comm(stats, expected);
-    CheckResult cm = check_memory(mem, em);
-    report["check_comm"] = {{"verdict", to_string(cc.verdict)}, {"reason", cc.reason}};
-    report["check_memory"] = {{"verdict", to_string(cm.verdict)}, {"reason", cm.reason}};
-  }
-  return out;
-}
-
-// A case's reference (the oracle or the strategy's twin, as its registry entry names it)
-// runs on rank 0 alone, cached by the reference's whole configuration (config_key), so two
-// cases share a reference exactly when the reference would train identically.
-struct Reference {
-  std::vector<double> losses, params;
-  std::string error;
-};
-
-class ReferenceCache {
- public:
-  explicit ReferenceCache(const StrategyRegistry& registry) : registry_(registry) {}
-  // The reference of case c run in precision T.
-  template <class T>
-  const Reference& get(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w) {
-    CaseConfig rc = reference_config(info, c);
-    rc.dtype = std::is_same_v<T, float> ? "float32" : "float64";
-    const std::string key = config_key(rc);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-    static const StrategyInfo oracle = strategy_entry<Single>("single", "", validate_single);
-    const StrategyInfo* ri = rc.strategy == "single" ? &oracle : registry_.find(rc.strategy);
-    if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
-    MpiComm self(MPI_COMM_SELF, "self", false);
-    auto stats = std::make_shared<CommStats>();
-    CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
-    json unused;
-    TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, unused, {});
-    return cache_[key] = Reference{r.losses, r.params, r.error};
-  }
-  size_t size() const { return cache_.size(); }
-
- private:
-  const StrategyRegistry& registry_;
-  std::map<std::string, Reference> cache_;
-};
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-double p90_of(std::vector<double> v) {  // nearest rank
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  size_t k = static_cast<size_t>(std::ceil(0.9 * v.size()));
-  return v[std::max<size_t>(k, 1) - 1];
-}
-std::string num(double v) { return fmt_double(v); }
-std::string num(int64_t v) { return std::to_string(v); }
-
-// The tables of one run directory.
-struct RunTables {
-  explicit RunTables(const StrategyRegistry& registry) : cases_columns(cases_schema(registry)) {}
-  CsvSchema cases_columns;
-  CsvTable cases{cases_columns}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
-      stages{stages_schema()};
-  void write(const std::string& dir) const {
-    steps.write_atomic(dir);
-    stages.write_atomic(dir);
-    comm.write_atomic(dir);
-    memory.write_atomic(dir);
-    cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
-  }
-};
-
-// Rank 0: combines the per-rank reports and the references into the case's rows.
-Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,
-                const std::vector<json>& ranks, ReferenceCache& refs, RunTables& t) {
-  Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype},
-          {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))}, {"ranks", num(int64_t(c.layout.num_ranks()))},
-          {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
-          {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
-          {"global_batch", num(c.global_batch)}, {"data", c.data}};
-  // The strategy's declared options, each in its own column.
-  for (const OptionSpec& o : info.options)
-    if (o.column) row[o.key] = option_text(o.value(c));
-  if (info.option("microbatches")) row["microbatches"] = num(int64_t(microbatches_of(c)));  // 0 resolved
-  row["reference"] = info.reference.kind == "oracle" ? "oracle" : info.reference.kind + ":" + info.reference.strategy;
-  if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
-  if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
-  if (c.link.enabled()) {
-    row["link_bus_gbps"] = num(c.link.bus_gbps);
-    row["link_latency_us"] = num(c.link.latency_us);
-  }
-  std::vector<std::string> reasons;
-  bool failed = r.failed;
-  for (const auto& rep : ranks)
-    if (!rep["error"].get<std::string>().empty())
-      reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " threw: " + rep["error"].get<std::string>());
-
-  // Timing over the steps after warm-up.
-  std::vector<double> timed(r.step_times.begin() + std::min<size_t>(c.warmup_steps, r.step_times.size()), r.step_times.end());
-  double med = median_of(timed);
-  row["step_time_s"] = num(med);
-  row["step_time_p90_s"] = num(p90_of(timed));
-  row["samples_per_s"] = num(c.global_batch / med);
-  row["flops_per_s"] = num(w.flops_per_sample() * c.global_batch / med);
-  if (w.positions() > 1) row["tokens_per_s"] = num(double(c.global_batch * w.positions()) / med);
-
-  // Per-rank figures: max over ranks.
-  int64_t peak = 0, rss = 0;
-  double bus = 0, expected_bus = 0, wait = 0;
-  std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
-  std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
-  for (const auto& rep : ranks) {
-    peak = std::max(peak, rep["peak_total"].get<int64_t>());
-    rss = std::max(rss, rep["rss"].get<int64_t>());
-    bus = std::max(bus, rep["counted_bus"].get<double>() / c.steps);
-    if (rep.contains("expected_bus")) expected_bus = std::max(expected_bus, rep["expected_bus"].get<double>());
-    if (rep.contains("wait_median")) wait = std::max(wait, rep["wait_median"].get<double>());
-    for (const auto& o : rep["comm"]) {
-      auto& a = ops[{o["axis"], o["op"]}];
-      double v[5] = {o["calls"].get<double>(), o["payload_bytes"].get<double>(), o["bus_bytes"].get<double>(),
-                     o["wait_s"].get<double>(), o["model_s"].get<double>()};
-      for (int i = 0; i < 5; ++i) a[i] = std::max(a[i], v[i] / c.steps);
-    }
-    if (rep.contains("expected_comm"))
-      for (const auto& o : rep["expected_comm"]) {
-        auto& a = stated[{o["axis"], o["op"]}];
-        ops.try_emplace({o["axis"], o["op"]}, std::array<double, 5>{});  // stated but never counted: a row too
-        a[0] = std::max(a[0], o["calls"].get<double>() / c.steps);
-        a[1] = std::max(a[1], o["payload_bytes"].get<double>() / c.steps);
-      }
-    int rank = rep["rank"].get<int>();
-    for (int i = 0; i < kNumMemCategories; ++i) {
-      std::string cat = to_string(static_cast<MemCategory>(i));
-      Row m{{"case", c.name}, {"rank", num(int64_t(rank))}, {"category", cat},
-            {"peak_bytes", num(rep["peak"][cat].get<int64_t>())}};
-      if (rep.contains("expected_memory") && rep["expected_memory"].contains(cat))
-        m["expected_bytes"] = num(rep["expected_memory"][cat].get<int64_t>());
-      t.memory.add(m);
-    }
-  }
-  // Per pipeline stage: compute time against the step, and the activation peak.
-  struct StageAcc {
-    int ranks = 0;
-    double busy = 0, bubble = 0, theory = 0;
-    int64_t act = 0, peak = 0;
-  };
-  std::map<int, StageAcc> stages;
-  for (const auto& rep : ranks) {
-    StageAcc& a = stages[rep["stage"].get<int>()];
-    const double busy = rep["busy_median"].get<double>();
-    a.ranks += 1;
-    a.busy += busy;
-    a.bubble += busy < 0 ? NAN : 1.0 - busy / med;
-    a.theory = rep["bubble_theory"].get<double>();
-    a.act = std::max(a.act, rep["peak"]["activation"].get<int64_t>());
-    a.peak = std::max(a.peak, rep["peak_total"].get<int64_t>());
-  }
-  double bubble_sum = 0;
-  for (const auto& [stage, a] : stages) {
-    Row sr{{"case", c.name}, {"stage", num(int64_t(stage))}, {"ranks", num(int64_t(a.ranks))},
-           {"bubble_theory", num(a.theory)}, {"peak_activation_bytes", num(a.act)}, {"peak_mem_bytes", num(a.peak)}};
-    if (std::isfinite(a.bubble)) sr["busy_s"] = num(a.busy / a.ranks), sr["bubble_frac"] = num(a.bubble / a.ranks);
-    t.stages.add(sr);
-    bubble_sum += a.bubble / a.ranks;
-  }
-  if (!stages.empty() && std::isfinite(bubble_sum)) {
-    row["bubble_frac"] = num(bubble_sum / double(stages.size()));
-    row["bubble_theory"] = num(stages.begin()->second.theory);
-  }
-  for (const auto& [k, a] : ops) {
-    Row cr{{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
-           {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}, {"model_s", num(a[4])}};
-    if (auto it = stated.find(k); it != stated.end())
-      cr["expected_calls"] = num(it->second[0]), cr["expected_payload_bytes"] = num(it->second[1]);
-    t.comm.add(cr);
-  }
-  row["peak_mem_bytes"] = num(peak);
-  row["peak_rss_bytes"] = num(rss);
-  row["comm_bytes_per_step"] = num(bus);
-  row["comm_bytes_expected"] = num(expected_bus);
-  row["comm_wait_s"] = num(wait);
-  row["comm_exposed_frac"] = num(wait / med);
-
-  // Per-rank checks: any rank failing fails the check.
-  auto combine = [&](const char* name) {
-    if (failed) return std::string("SKIP");
-    for (const auto& rep : ranks) {
-      if (!rep.contains(name)) return std::string("SKIP");
-      if (rep[name]["verdict"] == "FAIL") {
-        reasons.push_back("rank " + std::to_string(rep["rank"].get<int>()) + " " + rep[name]["reason"].get<std::string>());
-        return std::string("FAIL");
-      }
-    }
-    return std::string("PASS");
-  };
-  row["check_comm"] = combine("check_comm");
-  row["check_memory"] = combine("check_memory");
-
-  // Equivalence against the single-device references.
-  std::string mode = c.check == "auto" ? (c.dtype == "float64" ? "exact" : "precision") : c.check;
-  row["check_exact"] = row["check_precision"] = "SKIP";
-  const Reference* oracle = nullptr;
-  if (!failed && mode != "none") {
-    oracle = &refs.get<double>(c, info, w);
-    if (!oracle->error.empty()) {
-      failed = true;
-      reasons.push_back(info.reference.kind + " threw: " + oracle->error);
-    } else if (mode == "exact") {
-      CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
-      row["check_exact"] = to_string(e.verdict);
-      row["max_rel_err"] = num(e.value);
-      if (e.verdict == Verdict::fail) reasons.push_back(e.reason);
-    } else {
-      const Reference& s32 = refs.get<float>(c, info, w);
-      CheckResult p = check_precision(r.params, oracle->params, s32.params);
-      row["check_precision"] = to_string(p.verdict);
-      row["err_ratio"] = num(p.value);
-      if (p.verdict == Verdict::fail) reasons.push_back(p.reason);
-    }
-  } else if (mode == "none") {
-    reasons.push_back("equivalence checks off (check = none)");
-  }
-  for (size_t s = 0; s < r.losses.size(); ++s) {
-    Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])}, {"step_time_s", num(r.step_times[s])}};
-    if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
-    t.steps.add(sr);
-  }
-  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory"})
-    failed = failed || row[k] == "FAIL";
-  row["verdict"] = failed ? "FAIL" : "PASS";
-  std::string reason;
-  for (const auto& s : reasons) reason += (reason.empty() ? "" : "; ") + s;
-  row["reason"] = one_line(reason);
-  return row;
-}
 
 // Rank 0 decides whether the output directory is usable; every rank learns the answer.
 void prepare_out_dir(MpiComm& world, const std::string& dir) {
@@ -412,7 +53,8 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   RunTables tables(registry);
   const NodeInfo nodes = node_info(world);
   std::string env = environment_json(world, suite, nodes);
-  if (root && !opts.quiet && nodes.oversubscribed) std::fprintf(stderr, "%s\n", oversubscription_warning(nodes).c_str());
+  if (root && !opts.quiet && nodes.oversubscribed)
+    std::fprintf(stderr, "%s\n", oversubscription_warning(nodes).c_str());
   if (root) {
     write_file_atomic(opts.out_dir + "/env.json", env);
     tables.write(opts.out_dir);
@@ -436,20 +78,12 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       std::unique_ptr<Comm> base = MpiComm::duplicate(side.native(), "world");
       if (c.link.enabled()) base = std::make_unique<LinkComm>(std::move(base), c.link, stats);
       CountingComm counted(std::move(base), stats);
-      json report;
       auto on_step = [&](int s) { progress.step(s); };
-      TrainResult r = c.dtype == "float32" ? train<float>(c, c.layout, w, info, counted, side, *stats, report, on_step)
-                                           : train<double>(c, c.layout, w, info, counted, side, *stats, report, on_step);
-      std::vector<double> timed_wait(r.comm_wait.begin() + std::min<size_t>(c.warmup_steps, r.comm_wait.size()),
-                                     r.comm_wait.end());
-      report["wait_median"] = timed_wait.empty() ? 0.0 : median_of(timed_wait);
-      std::vector<double> timed_busy(r.busy.begin() + std::min<size_t>(c.warmup_steps, r.busy.size()), r.busy.end());
-      report["busy_median"] = timed_busy.empty() ? -1.0 : median_of(timed_busy);  // -1: not measured
-      std::vector<std::string> reports = gather_strings(side, report.dump());
+      TrainResult r = c.dtype == "float32" ? train<float>(c, c.layout, w, info, counted, side, *stats, on_step)
+                                           : train<double>(c, c.layout, w, info, counted, side, *stats, on_step);
+      std::vector<RankReport> reports = gather_reports(side, r.report);
       if (root) {
-        std::vector<json> parsed;
-        for (const auto& s : reports) parsed.push_back(json::parse(s));
-        Row row = finish_case(c, w, info, r, parsed, refs, tables);
+        Row row = finish_case(c, w, info, r, reports, refs, tables);
         row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
         tables.cases.add(row);
         tables.write(opts.out_dir);

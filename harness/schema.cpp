@@ -22,6 +22,7 @@ const CsvSchema& fixed_cases_schema() {
           {"strategy", "-", "registry name of the strategy"},
           {"workload", "-", "workload preset"},
           {"dtype", "-", "float32 or float64"},
+          {"backend", "-", "compute backend the case ran on (cpu)"},
           {"optimizer", "-", "sgd (with momentum) or adamw"},
           {"ranks", "count", "ranks the case ran on (dp * tp * pp)"},
           {"oversubscribed", "bool", "1 when some node of the run had more ranks than usable cores (env.json: cores, ranks_per_node): timings then measure the sharing"},

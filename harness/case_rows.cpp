@@ -1,0 +1,207 @@
+// The rows a case adds to cases.csv, steps.csv, comm.csv, memory.csv and stages.csv, built on
+// rank 0 from every rank's RankReport, the training result and the references.
+#include "harness/case_rows.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "harness/checks.hpp"
+#include "harness/stats.hpp"
+
+namespace pts {
+namespace {
+
+std::string num(double v) { return fmt_double(v); }
+std::string num(int64_t v) { return std::to_string(v); }
+
+// The bytes the strategy states for `cat` on a rank; none for the categories it states no
+// exact figure for (comm and workspace are bounds at most, activation when unset).
+std::optional<int64_t> expected_bytes(const RankExpectation& e, MemCategory cat) {
+  switch (cat) {
+    case MemCategory::param: return e.param;
+    case MemCategory::grad: return e.grad;
+    case MemCategory::optimizer: return e.optimizer;
+    case MemCategory::activation: return e.activation;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+void RunTables::write(const std::string& dir) const {
+  steps.write_atomic(dir);
+  stages.write_atomic(dir);
+  comm.write_atomic(dir);
+  memory.write_atomic(dir);
+  cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
+}
+
+Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,
+                const std::vector<RankReport>& ranks, ReferenceCache& refs, RunTables& t) {
+  Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype}, {"backend", c.backend},
+          {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))},
+          {"ranks", num(int64_t(c.layout.num_ranks()))},
+          {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
+          {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
+          {"global_batch", num(c.global_batch)}, {"data", c.data}};
+  // The strategy's declared options, each in its own column.
+  for (const OptionSpec& o : info.options)
+    if (o.column) row[o.key] = option_text(o.value(c));
+  if (info.option("microbatches")) row["microbatches"] = num(int64_t(microbatches_of(c)));  // 0 resolved
+  row["reference"] = info.reference.kind == "oracle" ? "oracle" : info.reference.kind + ":" + info.reference.strategy;
+  if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
+  if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
+  if (c.link.enabled()) {
+    row["link_bus_gbps"] = num(c.link.bus_gbps);
+    row["link_latency_us"] = num(c.link.latency_us);
+  }
+  std::vector<std::string> reasons;
+  bool failed = r.failed;
+  for (const RankReport& rep : ranks)
+    if (!rep.error.empty()) reasons.push_back("rank " + std::to_string(rep.rank) + " threw: " + rep.error);
+
+  // Timing over the steps after warm-up.
+  std::vector<double> timed = after_warmup(r.step_times, c.warmup_steps);
+  double med = median_of(timed);
+  row["step_time_s"] = num(med);
+  row["step_time_p90_s"] = num(p90_of(timed));
+  row["samples_per_s"] = num(c.global_batch / med);
+  row["flops_per_s"] = num(w.flops_per_sample() * c.global_batch / med);
+  if (w.positions() > 1) row["tokens_per_s"] = num(double(c.global_batch * w.positions()) / med);
+
+  // Per-rank figures: max over ranks.
+  int64_t peak = 0, rss = 0;
+  double bus = 0, expected_bus = 0, wait = 0;
+  std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
+  std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
+  for (const RankReport& rep : ranks) {
+    peak = std::max(peak, rep.peak_total);
+    rss = std::max(rss, rep.rss);
+    bus = std::max(bus, rep.counted_bus / c.steps);
+    wait = std::max(wait, rep.wait_median);
+    for (const CountedOp& o : rep.comm) {
+      auto& a = ops[{o.axis, to_string(o.op)}];
+      double v[5] = {double(o.calls), double(o.payload_bytes), o.bus_bytes, o.wait_s, o.model_s};
+      for (int i = 0; i < 5; ++i) a[i] = std::max(a[i], v[i] / c.steps);
+    }
+    if (rep.expected) {
+      expected_bus = std::max(expected_bus, rep.expected->bus_per_step);
+      for (const StatedOp& o : rep.expected->comm) {
+        std::pair<std::string, std::string> key{o.axis, to_string(o.op)};
+        auto& a = stated[key];
+        ops.try_emplace(key, std::array<double, 5>{});  // stated but never counted: a row too
+        a[0] = std::max(a[0], double(o.calls) / c.steps);
+        a[1] = std::max(a[1], double(o.payload_bytes) / c.steps);
+      }
+    }
+    for (int i = 0; i < kNumMemCategories; ++i) {
+      const auto cat = static_cast<MemCategory>(i);
+      Row m{{"case", c.name}, {"rank", num(int64_t(rep.rank))}, {"category", to_string(cat)},
+            {"peak_bytes", num(rep.peak[i])}};
+      if (rep.expected)
+        if (std::optional<int64_t> b = expected_bytes(*rep.expected, cat)) m["expected_bytes"] = num(*b);
+      t.memory.add(m);
+    }
+  }
+  // Per pipeline stage: compute time against the step, and the activation peak.
+  struct StageAcc {
+    int ranks = 0;
+    double busy = 0, bubble = 0, theory = 0;
+    int64_t act = 0, peak = 0;
+  };
+  std::map<int, StageAcc> stages;
+  for (const RankReport& rep : ranks) {
+    StageAcc& a = stages[rep.stage];
+    const double busy = rep.busy_median;
+    a.ranks += 1;
+    a.busy += busy;
+    a.bubble += busy < 0 ? NAN : 1.0 - busy / med;
+    a.theory = rep.bubble_theory;
+    a.act = std::max(a.act, rep.peak[static_cast<int>(MemCategory::activation)]);
+    a.peak = std::max(a.peak, rep.peak_total);
+  }
+  double bubble_sum = 0;
+  for (const auto& [stage, a] : stages) {
+    Row sr{{"case", c.name}, {"stage", num(int64_t(stage))}, {"ranks", num(int64_t(a.ranks))},
+           {"bubble_theory", num(a.theory)}, {"peak_activation_bytes", num(a.act)}, {"peak_mem_bytes", num(a.peak)}};
+    if (std::isfinite(a.bubble)) sr["busy_s"] = num(a.busy / a.ranks), sr["bubble_frac"] = num(a.bubble / a.ranks);
+    t.stages.add(sr);
+    bubble_sum += a.bubble / a.ranks;
+  }
+  if (!stages.empty() && std::isfinite(bubble_sum)) {
+    row["bubble_frac"] = num(bubble_sum / double(stages.size()));
+    row["bubble_theory"] = num(stages.begin()->second.theory);
+  }
+  for (const auto& [k, a] : ops) {
+    Row cr{{"case", c.name}, {"axis", k.first}, {"op", k.second}, {"calls", num(a[0])},
+           {"payload_bytes", num(a[1])}, {"bus_bytes", num(a[2])}, {"wait_s", num(a[3])}, {"model_s", num(a[4])}};
+    if (auto it = stated.find(k); it != stated.end())
+      cr["expected_calls"] = num(it->second[0]), cr["expected_payload_bytes"] = num(it->second[1]);
+    t.comm.add(cr);
+  }
+  row["peak_mem_bytes"] = num(peak);
+  row["peak_rss_bytes"] = num(rss);
+  row["comm_bytes_per_step"] = num(bus);
+  row["comm_bytes_expected"] = num(expected_bus);
+  row["comm_wait_s"] = num(wait);
+  row["comm_exposed_frac"] = num(wait / med);
+
+  // Per-rank checks: any rank failing fails the check.
+  auto combine = [&](RankCheck RankExpectation::*check) {
+    if (failed) return std::string("SKIP");
+    for (const RankReport& rep : ranks) {
+      if (!rep.expected) return std::string("SKIP");
+      const RankCheck& k = *rep.expected.*check;
+      if (k.verdict == Verdict::fail) {
+        reasons.push_back("rank " + std::to_string(rep.rank) + " " + k.reason);
+        return std::string("FAIL");
+      }
+    }
+    return std::string("PASS");
+  };
+  row["check_comm"] = combine(&RankExpectation::check_comm);
+  row["check_memory"] = combine(&RankExpectation::check_memory);
+
+  // Equivalence against the single-device references.
+  std::string mode = c.check == "auto" ? (c.dtype == "float64" ? "exact" : "precision") : c.check;
+  row["check_exact"] = row["check_precision"] = "SKIP";
+  const Reference* oracle = nullptr;
+  if (!failed && mode != "none") {
+    oracle = &refs.get<double>(c, info, w);
+    if (!oracle->error.empty()) {
+      failed = true;
+      reasons.push_back(info.reference.kind + " threw: " + oracle->error);
+    } else if (mode == "exact") {
+      CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
+      row["check_exact"] = to_string(e.verdict);
+      row["max_rel_err"] = num(e.value);
+      if (e.verdict == Verdict::fail) reasons.push_back(e.reason);
+    } else {
+      const Reference& s32 = refs.get<float>(c, info, w);
+      CheckResult p = check_precision(r.params, oracle->params, s32.params);
+      row["check_precision"] = to_string(p.verdict);
+      row["err_ratio"] = num(p.value);
+      if (p.verdict == Verdict::fail) reasons.push_back(p.reason);
+    }
+  } else if (mode == "none") {
+    reasons.push_back("equivalence checks off (check = none)");
+  }
+  for (size_t s = 0; s < r.losses.size(); ++s) {
+    Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])},
+           {"step_time_s", num(r.step_times[s])}};
+    if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
+    t.steps.add(sr);
+  }
+  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory"})
+    failed = failed || row[k] == "FAIL";
+  row["verdict"] = failed ? "FAIL" : "PASS";
+  std::string reason;
+  for (const auto& s : reasons) reason += (reason.empty() ? "" : "; ") + s;
+  row["reason"] = one_line(reason);
+  return row;
+}
+
+}  // namespace pts

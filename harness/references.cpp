@@ -1,0 +1,32 @@
+// The reference cache: each distinct reference configuration trained once, on MPI_COMM_SELF.
+#include "harness/references.hpp"
+
+#include <memory>
+
+#include "core/comm/counting_comm.hpp"
+#include "harness/train.hpp"
+#include "strategies/single.hpp"
+
+namespace pts {
+
+template <class T>
+const Reference& ReferenceCache::get(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w) {
+  CaseConfig rc = reference_config(info, c);
+  rc.dtype = std::is_same_v<T, float> ? "float32" : "float64";
+  const std::string key = config_key(rc);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return it->second;
+  static const StrategyInfo oracle = strategy_entry<Single>("single", "", validate_single);
+  const StrategyInfo* ri = rc.strategy == "single" ? &oracle : registry_.find(rc.strategy);
+  if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
+  MpiComm self(MPI_COMM_SELF, "self", false);
+  auto stats = std::make_shared<CommStats>();
+  CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
+  TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, {});
+  return cache_[key] = Reference{r.losses, r.params, r.error};
+}
+
+template const Reference& ReferenceCache::get<float>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&);
+template const Reference& ReferenceCache::get<double>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&);
+
+}  // namespace pts

@@ -1,0 +1,117 @@
+// The training loop of one case on the ranks of a communicator, and this rank's report.
+#include "harness/train.hpp"
+
+#include <chrono>
+
+#include "harness/checks.hpp"
+#include "harness/stats.hpp"
+
+namespace pts {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool any_rank(MpiComm& side, bool local) {
+  int v = local ? 1 : 0, out = 0;
+  PTS_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, side.native()));
+  return out != 0;
+}
+
+template <class T>
+const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
+  if constexpr (std::is_same_v<T, float>) return info.make_f32;
+  else return info.make_f64;
+}
+
+}  // namespace
+
+template <class T>
+TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
+                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step) {
+  TrainResult out;
+  // The case's backend: its ops compute and its allocator holds every tensor of the case.
+  std::unique_ptr<Backend<T>> backend = make_backend<T>(c.backend);
+  PTS_REQUIRE(backend != nullptr, "backend '" + c.backend + "' is not registered");
+  MemoryTracker mem(backend->allocator());
+  std::unique_ptr<Mesh> mesh;
+  std::unique_ptr<Strategy<T>> strategy;
+  auto guard = [&](auto&& fn) {
+    if (!out.error.empty()) return;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      out.error = e.what();
+    }
+  };
+  guard([&] {
+    mesh = std::make_unique<Mesh>(counted, mesh_layout);
+    strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
+  });
+  out.failed = any_rank(side, !out.error.empty());
+  for (int step = 0; step < c.steps && !out.failed; ++step) {
+    guard([&] { strategy->load_batch(step); });
+    PTS_MPI_CHECK(MPI_Barrier(side.native()));  // every rank starts the step together
+    double share = 0, wait0 = stats.total_wait_s();
+    auto t0 = Clock::now();
+    guard([&] { share = strategy->train_step(step); });
+    double local[2] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0};
+    double slowest[2], loss = 0;
+    PTS_MPI_CHECK(MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, side.native()));
+    PTS_MPI_CHECK(MPI_Allreduce(&share, &loss, 1, MPI_DOUBLE, MPI_SUM, side.native()));
+    out.failed = slowest[1] > 0;
+    out.losses.push_back(loss);
+    out.step_times.push_back(slowest[0]);
+    out.comm_wait.push_back(stats.total_wait_s() - wait0);
+    if (strategy) {
+      out.stats = strategy->step_stats();
+      out.busy.push_back(out.stats.busy_s);
+    }
+    if (on_step) on_step(step);
+  }
+  if (!out.failed) {
+    guard([&] { out.params = strategy->full_params(side); });
+    out.failed = any_rank(side, !out.error.empty());
+  }
+
+  RankReport& report = out.report;
+  report.rank = side.rank();
+  report.error = out.error;
+  for (int i = 0; i < kNumMemCategories; ++i) report.peak[i] = mem.peak(static_cast<MemCategory>(i));
+  report.peak_total = mem.peak_total();
+  report.rss = process_peak_rss_bytes();
+  report.stage = out.stats.stage;
+  report.bubble_theory = out.stats.bubble_theory;
+  std::vector<double> timed_wait = after_warmup(out.comm_wait, c.warmup_steps);
+  report.wait_median = timed_wait.empty() ? 0.0 : median_of(timed_wait);
+  std::vector<double> timed_busy = after_warmup(out.busy, c.warmup_steps);
+  report.busy_median = timed_busy.empty() ? -1.0 : median_of(timed_busy);  // -1: not measured
+  for (const auto& [key, cnt] : stats.counts())
+    report.comm.push_back(
+        {key.first, key.second, cnt.calls, cnt.payload_bytes, cnt.bus_bytes, cnt.wait_s, cnt.model_s});
+  report.counted_bus = stats.total_bus_bytes();
+  if (strategy && !out.failed) {
+    const MemoryExpectation em = strategy->expected_memory();
+    RankExpectation& e = report.expected.emplace();
+    e.param = em.param, e.grad = em.grad, e.optimizer = em.optimizer;
+    if (em.activation >= 0) e.activation = em.activation;
+    const std::vector<ExpectedOp> expected =
+        run_expectation([&](int step) { return strategy->expected_comm(step); }, c.steps);
+    double expected_bus = 0;
+    for (const auto& x : expected) {
+      expected_bus += x.bus_bytes();
+      e.comm.push_back({x.axis, x.op, x.calls, x.payload_bytes});
+    }
+    e.bus_per_step = expected_bus / c.steps;  // mean per step
+    const CheckResult cc = check_comm(stats, expected), cm = check_memory(mem, em);
+    e.check_comm = {cc.verdict, cc.reason};
+    e.check_memory = {cm.verdict, cm.reason};
+  }
+  return out;
+}
+
+template TrainResult train<float>(const CaseConfig&, const Layout&, const WorkloadSpec&, const StrategyInfo&,
+                                  Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&);
+template TrainResult train<double>(const CaseConfig&, const Layout&, const WorkloadSpec&, const StrategyInfo&,
+                                   Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&);
+
+}  // namespace pts
