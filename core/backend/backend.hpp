@@ -106,8 +106,9 @@ class Backend {
   virtual void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamParams& o, int64_t t) = 0;
 };
 
+// The OpenBLAS CPU backend; its tensors come from `allocator` (a test gives it an arena).
 template <class T>
-std::unique_ptr<Backend<T>> make_cpu_backend();
+std::unique_ptr<Backend<T>> make_cpu_backend(const std::string& name = "cpu", Allocator& allocator = host_allocator());
 
 // Backends by name, the suite's `backend` key: "cpu" ships; a test may add its own (a
 // poisoning arena) and a GPU build adds "cuda".

@@ -6,7 +6,8 @@
 namespace pts {
 namespace {
 std::vector<BackendInfo>& entries() {
-  static std::vector<BackendInfo> all = {{"cpu", &make_cpu_backend<float>, &make_cpu_backend<double>}};
+  static std::vector<BackendInfo> all = {
+      {"cpu", [] { return make_cpu_backend<float>(); }, [] { return make_cpu_backend<double>(); }}};
   return all;
 }
 }  // namespace

@@ -81,7 +81,9 @@ constexpr T kGeluA = static_cast<T>(0.044715);
 template <class T>
 class CpuBackend final : public Backend<T> {
  public:
-  std::string name() const override { return "cpu"; }
+  CpuBackend(std::string name, Allocator& allocator) : name_(std::move(name)), allocator_(allocator) {}
+  std::string name() const override { return name_; }
+  Allocator& allocator() override { return allocator_; }
 
   void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
             const T* b, int64_t ldb, T beta, T* c, int64_t ldc) override {
@@ -361,6 +363,9 @@ class CpuBackend final : public Backend<T> {
   }
 
  private:
+  std::string name_;
+  Allocator& allocator_;
+
   // Row i of the [S,S] scores in place: softmax over keys 0..i with the row max subtracted,
   // exact zeros for the masked keys i+1..S-1. The exp loop is separate from the sum so that
   // it vectorises for float.
@@ -377,10 +382,10 @@ class CpuBackend final : public Backend<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<Backend<T>> make_cpu_backend() {
-  return std::make_unique<CpuBackend<T>>();
+std::unique_ptr<Backend<T>> make_cpu_backend(const std::string& name, Allocator& allocator) {
+  return std::make_unique<CpuBackend<T>>(name, allocator);
 }
-template std::unique_ptr<Backend<float>> make_cpu_backend<float>();
-template std::unique_ptr<Backend<double>> make_cpu_backend<double>();
+template std::unique_ptr<Backend<float>> make_cpu_backend<float>(const std::string&, Allocator&);
+template std::unique_ptr<Backend<double>> make_cpu_backend<double>(const std::string&, Allocator&);
 
 }  // namespace pts
