@@ -14,7 +14,7 @@ class Replica {
   // Trains on samples [first_sample, first_sample + rows) of every global batch.
   Replica(const StrategyContext<T>& ctx, int64_t first_sample, int64_t rows, const ModelStorage& storage = {},
           const ModelShard& shard = {})
-      : cfg_(ctx.config), model_spec_(ctx.workload),
+      : cfg_(ctx.config), model_spec_(ctx.workload), be_(ctx.backend),
         model_(make_model<T>(ctx.workload, ctx.backend, ctx.memory, ctx.config.seed, storage, shard)),
         data_(ctx.workload, ctx.config.seed, ctx.config.data),
         batch_(make_batch<T>(ctx.workload, ctx.memory, rows)),
@@ -30,26 +30,19 @@ class Replica {
     const int64_t inputs = batch_.rows * w.model_kind().input_elems(w) * static_cast<int64_t>(sizeof(T));
     return inputs + model_->workspace_bytes(micro_rows);
   }
-  void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_); }
+  void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_, be_); }
   // Forward + backward, overwriting the gradients; the loss is the mean over this slice.
   double forward_backward(const UnitHooks& hooks = {}) {
     return model_->forward_backward(batch_, static_cast<double>(batch_.rows), hooks);
   }
   // The owned parameters in canonical order, padding dropped, as doubles (exact for
   // float and double).
-  std::vector<double> params_as_double() {
-    const FlatLayout& l = model_->layout();
-    std::vector<double> out;
-    for (size_t u = 0; u < l.units.size(); ++u) {
-      const T* p = model_->params().data() + l.padded_offset(u);
-      out.insert(out.end(), p, p + l.units[u].numel);
-    }
-    return out;
-  }
+  std::vector<double> params_as_double() { return model_->params_unpadded(); }
 
  private:
   const CaseConfig& cfg_;
   const WorkloadSpec& model_spec_;
+  Backend<T>& be_;
   std::unique_ptr<Model<T>> model_;
   DataSource data_;
   Batch<T> batch_;

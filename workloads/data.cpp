@@ -24,11 +24,12 @@ void TeacherData::fill(int64_t step, int64_t global_batch, int64_t first, int64_
   CounterRng rng(seed_, kInputStream);
   std::vector<double> x(in_dim_), h(kTeacherHidden);
   out.rows = count;
+  out.x_host.resize(static_cast<size_t>(count * in_dim_));
   out.labels.resize(count);
   for (int64_t s = 0; s < count; ++s) {
     const uint64_t sample = static_cast<uint64_t>(step * global_batch + first + s);
     rng.fill_normal(x.data(), sample * in_dim_, in_dim_, 1.0);
-    for (int64_t j = 0; j < in_dim_; ++j) out.x[s * in_dim_ + j] = static_cast<T>(x[j]);
+    for (int64_t j = 0; j < in_dim_; ++j) out.x_host[s * in_dim_ + j] = static_cast<T>(x[j]);
     // The teacher always runs in double on the double inputs: labels do not depend on T.
     for (int64_t k = 0; k < kTeacherHidden; ++k) {
       double acc = 0;
@@ -52,8 +53,13 @@ DataSource::DataSource(const WorkloadSpec& spec, uint64_t seed, const std::strin
 }
 
 template <class T>
-void DataSource::fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, Batch<T>& out) const {
-  if (teacher_) return teacher_->fill(step, global_batch, first, count, out);
+void DataSource::fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, Batch<T>& out,
+                      Backend<T>& backend) const {
+  if (teacher_) {
+    teacher_->fill(step, global_batch, first, count, out);
+    backend.upload(out.x.data(), out.x_host.data(), static_cast<int64_t>(out.x_host.size()));
+    return;
+  }
   // Each sample is seq + 1 tokens: inputs are the first seq, labels the last seq.
   std::vector<int32_t> buf(count * (seq_ + 1));
   tokens_->fill(step, global_batch, first, count, buf.data());
@@ -80,8 +86,8 @@ Batch<T> make_batch(const WorkloadSpec& spec, MemoryTracker& mem, int64_t rows) 
 
 template void TeacherData::fill(int64_t, int64_t, int64_t, int64_t, Batch<float>&) const;
 template void TeacherData::fill(int64_t, int64_t, int64_t, int64_t, Batch<double>&) const;
-template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<float>&) const;
-template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<double>&) const;
+template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<float>&, Backend<float>&) const;
+template void DataSource::fill(int64_t, int64_t, int64_t, int64_t, Batch<double>&, Backend<double>&) const;
 template Batch<float> make_batch(const WorkloadSpec&, MemoryTracker&, int64_t);
 template Batch<double> make_batch(const WorkloadSpec&, MemoryTracker&, int64_t);
 

@@ -32,9 +32,11 @@ class TeacherData {
 class DataSource {
  public:
   DataSource(const WorkloadSpec& spec, uint64_t seed, const std::string& data = "");
-  // Samples [first, first + count) of step `step`'s global batch into out (sized by make_batch).
+  // Samples [first, first + count) of step `step`'s global batch into out (sized by
+  // make_batch); inputs are generated on the host and uploaded through `backend`.
   template <class T>
-  void fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, Batch<T>& out) const;
+  void fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, Batch<T>& out,
+            Backend<T>& backend) const;
 
  private:
   int64_t seq_;

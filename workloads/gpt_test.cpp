@@ -48,7 +48,7 @@ TEST(Gpt, GradientsMatchFiniteDifferences) {
   DataSource data(w, 5);
   const int64_t rows = 3;
   Batch<double> b = make_batch<double>(w, mem, rows);
-  data.fill(0, rows, 0, rows, b);
+  data.fill(0, rows, 0, rows, b, *be);
   m.forward_backward(b, rows);
   std::vector<double> analytic = grads_of(m);
   const double h = 1e-6;
@@ -73,7 +73,7 @@ TEST(Gpt, MicrobatchesAndStagesEqualTheWholeBatch) {
   const int64_t rows = 4;
   DataSource data(w, 9);
   Batch<double> b = make_batch<double>(w, mem, rows);
-  data.fill(2, rows, 0, rows, b);
+  data.fill(2, rows, 0, rows, b, *be);
   auto whole = make_model<double>(w, *be, mem, 9);
   const double loss = whole->forward_backward(b, rows);
   const std::vector<double> g = grads_of(*whole);
@@ -124,7 +124,7 @@ TEST(Gpt, LossFallsOnTheMarkovStream) {
   auto mean_loss = [&](int first, int steps, bool train) {
     double sum = 0;
     for (int s = first; s < first + steps; ++s) {
-      data.fill(s, rows, 0, rows, b);
+      data.fill(s, rows, 0, rows, b, *be);
       sum += m->forward_backward(b, rows);
       if (train) opt.step(m->params().data(), m->grads().data());
     }

@@ -40,9 +40,9 @@ TEST(Mlp, GradientsMatchFiniteDifferences) {
   Model<double>& m = *model;
   // Non-zero biases so their gradients flow through GELU at generic points.
   for (int64_t i = 0; i < m.num_params(); ++i) m.params()[i] += 0.01 * std::sin(double(i));
-  TeacherData data(w, 7);
+  DataSource data(w, 7);
   Batch<double> b = make_batch<double>(w, mem, rows);
-  data.fill(0, rows, 0, rows, b);
+  data.fill(0, rows, 0, rows, b, *be);
   m.grads().zero();
   m.forward_backward(b, rows, {});
   std::vector<double> analytic(m.grads().data(), m.grads().data() + m.num_params());
@@ -70,7 +70,7 @@ TEST(Mlp, HooksRunAroundEveryUnitInOrder) {
   auto model = make_model<double>(w, *be, mem, 1);
   Model<double>& m = *model;
   Batch<double> b = make_batch<double>(w, mem, 4);
-  TeacherData(w, 1).fill(0, 4, 0, 4, b);
+  DataSource(w, 1).fill(0, 4, 0, 4, b, *be);
   std::vector<std::string> seen;
   auto log = [&](const char* what) { return [&seen, what](size_t u) { seen.push_back(what + std::to_string(u)); }; };
   m.forward_backward(b, 4, {log("f"), log("F"), log("b"), log("B")});
@@ -95,7 +95,7 @@ TEST(TeacherData, AnySliceEqualsTheWholeBatch) {
       data.fill(3, global, p * n, n, part);
       for (int64_t s = 0; s < n; ++s) {
         EXPECT_EQ(part.labels[s], whole.labels[p * n + s]);
-        for (int64_t j = 0; j < w.in_dim; ++j) EXPECT_EQ(part.x[s * w.in_dim + j], whole.x[(p * n + s) * w.in_dim + j]);
+        for (int64_t j = 0; j < w.in_dim; ++j) EXPECT_EQ(part.x_host[s * w.in_dim + j], whole.x_host[(p * n + s) * w.in_dim + j]);
       }
     }
   }
@@ -103,11 +103,11 @@ TEST(TeacherData, AnySliceEqualsTheWholeBatch) {
   Batch<float> wf = make_batch<float>(w, mem, global);
   data.fill(3, global, 0, global, wf);
   for (int64_t s = 0; s < global; ++s) EXPECT_EQ(wf.labels[s], whole.labels[s]);
-  EXPECT_EQ(wf.x[5], static_cast<float>(whole.x[5]));
+  EXPECT_EQ(wf.x_host[5], static_cast<float>(whole.x_host[5]));
   // Another step is another batch; the labels use more than one class.
   Batch<double> next = make_batch<double>(w, mem, global);
   data.fill(4, global, 0, global, next);
-  EXPECT_NE(next.x[0], whole.x[0]);
+  EXPECT_NE(next.x_host[0], whole.x_host[0]);
   std::set<int32_t> classes(whole.labels.begin(), whole.labels.end());
   EXPECT_GT(classes.size(), 2u);
 }
@@ -120,12 +120,12 @@ TEST(Mlp, LossFallsUnderSingleDeviceTraining) {
   auto model = make_model<double>(w, *be, mem, 3);
   Model<double>& m = *model;
   Optimizer<double> opt({"sgd", 0.1, 0.9}, *be, mem, m.num_params());
-  TeacherData data(w, 3);
+  DataSource data(w, 3);
   Batch<double> b = make_batch<double>(w, mem, batch);
   auto mean_loss = [&](int first_step, int steps, bool train) {
     double sum = 0;
     for (int s = first_step; s < first_step + steps; ++s) {
-      data.fill(s, batch, 0, batch, b);
+      data.fill(s, batch, 0, batch, b, *be);
       m.grads().zero();
       sum += m.forward_backward(b, batch, {});
       if (train) opt.step(m.params().data(), m.grads().data());

@@ -6,9 +6,9 @@
 namespace pts {
 
 template <class T>
-Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, MemoryTracker& mem,
-                const ModelStorage& storage, int64_t in_per_row, bool last_stage)
-    : blocks_(std::move(blocks)), canonical_(std::move(canonical)), mem_(mem), first_(in_per_row == 0),
+Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
+                MemoryTracker& mem, const ModelStorage& storage, int64_t in_per_row, bool last_stage)
+    : blocks_(std::move(blocks)), canonical_(std::move(canonical)), be_(backend), mem_(mem), first_(in_per_row == 0),
       last_(last_stage), in_per_row_(in_per_row) {
   PTS_REQUIRE(!blocks_.empty() && blocks_.size() == canonical_.size(), "a model needs at least one block");
   int64_t off = 0;
@@ -22,18 +22,36 @@ Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64
   for (size_t u = 0; u < blocks_.size(); ++u) {
     const int64_t p = layout_.padded_offset(u);
     blocks_[u]->bind(storage.own_params ? params_.data() + p : nullptr, storage.own_grads ? grads_.data() + p : nullptr);
-    if (storage.own_params) blocks_[u]->init(0, layout_.units[u].numel, params_.data() + p);
   }
+  if (storage.own_params)
+    for (size_t u = 0; u < blocks_.size(); ++u)
+      init_params(layout_.units[u].offset, layout_.units[u].offset + layout_.units[u].numel,
+                  params_.data() + layout_.padded_offset(u));
 }
 
 template <class T>
 void Model<T>::init_params(int64_t begin, int64_t end, T* out) const {
+  // Generated on the host (a pure function of seed, tensor and index), then uploaded.
+  std::vector<T> host(static_cast<size_t>(end - begin), T(0));
   for (size_t u = 0; u < blocks_.size(); ++u) {
     const int64_t lo = std::max(begin, layout_.units[u].offset);
     const int64_t hi = std::min(end, layout_.units[u].offset + layout_.units[u].numel);
-    if (lo < hi) blocks_[u]->init(lo - layout_.units[u].offset, hi - layout_.units[u].offset, out + (lo - begin));
+    if (lo < hi) blocks_[u]->init(lo - layout_.units[u].offset, hi - layout_.units[u].offset, host.data() + (lo - begin));
   }
-  for (int64_t i = std::max(begin, num_params()); i < end; ++i) out[i - begin] = T(0);
+  be_.upload(out, host.data(), end - begin);
+}
+
+template <class T>
+std::vector<double> Model<T>::params_unpadded() const {
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(num_params()));
+  std::vector<T> host;
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    host.resize(static_cast<size_t>(layout_.units[u].numel));
+    be_.download(host.data(), params_.data() + layout_.padded_offset(u), layout_.units[u].numel);
+    out.insert(out.end(), host.begin(), host.end());
+  }
+  return out;
 }
 
 template <class T>

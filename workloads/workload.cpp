@@ -80,7 +80,7 @@ std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backe
   const int64_t in_per_row = first > 0 ? all[first - 1]->out_per_row() : 0;
   std::vector<std::unique_ptr<Block<T>>> mine;
   for (int b = first; b < end; ++b) mine.push_back(std::move(all[b]));
-  return std::make_unique<Model<T>>(std::move(mine), std::move(canonical), mem, storage, in_per_row, end == n);
+  return std::make_unique<Model<T>>(std::move(mine), std::move(canonical), backend, mem, storage, in_per_row, end == n);
 }
 template std::unique_ptr<Model<float>> make_model(const WorkloadSpec&, Backend<float>&, MemoryTracker&, uint64_t,
                                                   const ModelStorage&, const ModelShard&);

@@ -94,6 +94,7 @@ const WorkloadSpec* find_workload(const std::string& name);
 template <class T>
 struct Batch {
   Tensor<T> x;
+  std::vector<T> x_host;  // the loader writes inputs here; DataSource::fill uploads them into x
   std::vector<int32_t> tokens;
   std::vector<int32_t> labels;
   int64_t rows = 0;
@@ -200,7 +201,8 @@ class Model {
  public:
   // blocks: this shard's blocks; canonical[i]: offset of block i in the full model's vector;
   // in_per_row: elements per row of the stage's input (0: the first stage reads the batch).
-  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, MemoryTracker& mem,
+  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
+        MemoryTracker& mem,
         const ModelStorage& storage, int64_t in_per_row, bool last_stage);
   int64_t num_params() const { return layout_.units.back().offset + layout_.units.back().numel; }
   const FlatLayout& layout() const { return layout_; }
@@ -212,6 +214,9 @@ class Model {
   void bind_unit(size_t u, T* params, T* grads) { blocks_.at(u)->bind(params, grads); }
   // The initial value of local (unpadded flat) parameters [begin, end) into out.
   void init_params(int64_t begin, int64_t end, T* out) const;
+  // The owned parameters (params()) in local unpadded order, as doubles (exact for float and
+  // double), downloaded from the backend.
+  std::vector<double> params_unpadded() const;
   // Local unpadded flat order -> canonical full-model order.
   std::vector<Segment> segments() const;
   bool first_stage() const { return first_; }
@@ -242,6 +247,7 @@ class Model {
  private:
   std::vector<std::unique_ptr<Block<T>>> blocks_;
   std::vector<int64_t> canonical_;
+  Backend<T>& be_;
   MemoryTracker& mem_;
   FlatLayout layout_;
   Tensor<T> params_, grads_;

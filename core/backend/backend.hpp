@@ -97,6 +97,10 @@ class Backend {
   virtual void fill(T* x, T value, int64_t n) = 0;
   virtual void copy(T* dst, const T* src, int64_t n) = 0;
   virtual void max_over_parts(const T* parts, int64_t nparts, int64_t n, T* out) = 0;
+  // Between host memory and the backend's: what the harness, parameter initialisation and
+  // the data loader use, the only places host code meets tensor bytes.
+  virtual void upload(T* dst, const T* host, int64_t n) = 0;
+  virtual void download(T* host, const T* src, int64_t n) = 0;
   // SGD with momentum and L2 weight decay (PyTorch's form):
   //   g' = g + wd * p;  m = mu * m + g';  p -= lr * m.
   virtual void sgd_momentum(T* p, const T* g, T* m, int64_t n, const SgdParams& o) = 0;

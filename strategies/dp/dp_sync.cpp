@@ -10,13 +10,7 @@ namespace pts {
 
 template <class T>
 std::vector<double> DpSync<T>::local_params(Comm&) {
-  const FlatLayout& l = layout();
-  std::vector<double> local(model().num_params());
-  for (size_t u = 0; u < l.units.size(); ++u) {
-    const T* p = model().params().data() + l.padded_offset(u);
-    std::copy(p, p + l.units[u].numel, local.begin() + l.units[u].offset);
-  }
-  return local;
+  return model().params_unpadded();
 }
 
 template class DpSync<float>;

@@ -82,8 +82,9 @@ std::vector<double> Fsdp<T>::local_params(Comm& dp_side) {
   // Gather every dp rank's shard, then undo the per-unit interleaving.
   const FlatLayout& l = this->layout();
   const int64_t S = l.shard_total(), n = dp_side.size();
-  std::vector<T> all(S * n);
-  dp_side.all_gather(param_shard_.data(), all.data(), S, dtype_of<T>());
+  std::vector<T> mine(S), all(S * n);
+  this->backend().download(mine.data(), param_shard_.data(), S);
+  dp_side.all_gather(mine.data(), all.data(), S, dtype_of<T>());
   std::vector<double> local(this->model().num_params());
   for (size_t u = 0; u < l.units.size(); ++u) {
     const ParamUnit& pu = l.units[u];

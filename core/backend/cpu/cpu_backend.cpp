@@ -331,6 +331,8 @@ class CpuBackend final : public Backend<T> {
   void copy(T* dst, const T* src, int64_t n) override {
     if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
   }
+  void upload(T* dst, const T* host, int64_t n) override { copy(dst, host, n); }
+  void download(T* host, const T* src, int64_t n) override { copy(host, src, n); }
   void max_over_parts(const T* parts, int64_t nparts, int64_t n, T* out) override {
     for (int64_t i = 0; i < n; ++i) {
       T m = parts[i];
