@@ -83,10 +83,10 @@ class Dense final : public Block<T> {
     ParamTensor b{1, out, ShardKind::whole, {}, 0, 0, 0};
     if (par == Parallel::column) {
       w.shard = b.shard = ShardKind::columns;
-      w.split = b.split = tp.even(out);
+      w.split = b.split = tp.balanced(out);
     } else if (par == Parallel::row) {
       w.shard = ShardKind::rows;
-      w.split = tp.even(in);
+      w.split = tp.balanced(in);
     }
     params_.add(w);
     params_.add(b);
@@ -126,9 +126,11 @@ class MlpKind final : public KindWithBlocks<MlpKind> {
     return f;
   }
   int64_t layers(const WorkloadSpec& s) const override { return s.hidden_layers; }
+  // The hidden width splits as evenly as it can (uneven is fine): each rank needs a column.
   std::string tp_problem(const WorkloadSpec& w, int tp) const override {
-    if (w.width % tp == 0) return "";
-    return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s hidden width " + std::to_string(w.width);
+    if (w.width >= tp) return "";
+    return "tp " + std::to_string(tp) + " exceeds " + w.name + "'s hidden width " + std::to_string(w.width) +
+           ": every rank needs at least one column";
   }
   int64_t input_elems(const WorkloadSpec& w) const override { return w.in_dim; }
   template <class T>

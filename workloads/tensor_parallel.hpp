@@ -51,6 +51,12 @@ class TensorParallel {
     PTS_REQUIRE(n % size() == 0, "tensor-parallel split of " + std::to_string(n) + " into " + std::to_string(size()));
     return {rank() * (n / size()), n / size()};
   }
+  // Part `rank()` of n as balanced as integers allow: the first n % tp ranks one more (the
+  // MLP's hidden width; no collective runs over it, so no padding is needed).
+  virtual Split balanced(int64_t n) const {
+    const int64_t per = n / size(), extra = n % size(), r = rank();
+    return {r * per + std::min<int64_t>(r, extra), per + (r < extra ? 1 : 0)};
+  }
   // Vocabulary rows of this rank: ceil(V / tp) per rank, the last rank the remainder. No
   // padding is needed: no collective runs over the vocabulary dimension.
   virtual Split vocab(int64_t vocab) const {
