@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "strategies/dp/ddp.hpp"
-#include "strategies/dp/fsdp.hpp"
-#include "strategies/dp/zero.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/single.hpp"
 
@@ -137,16 +134,17 @@ void validate_single(const CaseConfig& c, const WorkloadSpec&) {
 StrategyRegistry builtin_strategies() {
   StrategyRegistry r;
   r.add(strategy_entry<Single>("single", "the oracle: one rank, the whole global batch", validate_single));
-  const auto ddp = dp_algorithm<Ddp>("ddp", 0);
+  // The four ZeRO stages are the same algorithms hybrid picks by zero_stage.
+  const DpAlgorithm& ddp = dp_algorithm_for_stage(0);
   const auto one_f_one_b = find_schedule("1f1b");
   r.add(trainer_entry("ddp", "data parallel: bucketed all-reduce of gradients over dp (overlap optional)", "dp",
                       {ddp, one_f_one_b}));
   r.add(trainer_entry("zero1", "ZeRO-1: optimizer state sharded over dp", "dp",
-                      {dp_algorithm<Zero>("zero1", 1, 1), one_f_one_b}));
+                      {dp_algorithm_for_stage(1), one_f_one_b}));
   r.add(trainer_entry("zero2", "ZeRO-2: optimizer state and gradients sharded over dp", "dp",
-                      {dp_algorithm<Zero>("zero2", 2, 2), one_f_one_b}));
+                      {dp_algorithm_for_stage(2), one_f_one_b}));
   r.add(trainer_entry("fsdp", "ZeRO-3 / FSDP: parameters too; gathered per unit (prefetch, reshard_after_forward)",
-                      "dp", {dp_algorithm<Fsdp>("fsdp", 3), one_f_one_b}));
+                      "dp", {dp_algorithm_for_stage(3), one_f_one_b}));
   r.add(trainer_entry("tp", "tensor parallel (Megatron): heads and MLP split over tp, vocabulary-parallel embedding and loss",
                       "tp", {ddp, one_f_one_b}));
   r.add(trainer_entry("pp-gpipe", "pipeline parallel, GPipe schedule: all forwards, then all backwards", "pp",

@@ -141,7 +141,7 @@ class RunsAllForwardsFirst final : public OneFOneB {
 }  // namespace
 
 void add_broken_strategies(StrategyRegistry& r) {
-  const auto ddp = dp_algorithm<Ddp>("ddp", 0);
+  const DpAlgorithm& ddp = dp_algorithm_for_stage(0);
   const auto one_f_one_b = find_schedule("1f1b");
   r.add(trainer_entry("ddp-sum", "BROKEN: sums gradients instead of averaging", "dp",
                       {dp_algorithm<SumsGradients>("ddp", 0), one_f_one_b}));
