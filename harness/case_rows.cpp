@@ -51,7 +51,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   for (const OptionSpec& o : info.options)
     if (o.column) row[o.key] = option_text(o.value(c));
   if (info.option("microbatches")) row["microbatches"] = num(int64_t(microbatches_of(c)));  // 0 resolved
-  row["reference"] = info.reference.kind == "oracle" ? "oracle" : info.reference.kind + ":" + info.reference.strategy;
+  row["reference"] = reference_of(info, c).label();
   if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
   if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
   if (c.link.enabled()) {
@@ -173,7 +173,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     oracle = &refs.get<double>(c, info, w);
     if (!oracle->error.empty()) {
       failed = true;
-      reasons.push_back(info.reference.kind + " threw: " + oracle->error);
+      reasons.push_back(reference_of(info, c).kind + " threw: " + oracle->error);
     } else if (mode == "exact") {
       CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
       row["check_exact"] = to_string(e.verdict);

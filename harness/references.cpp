@@ -17,7 +17,8 @@ const Reference& ReferenceCache::get(const CaseConfig& c, const StrategyInfo& in
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   static const StrategyInfo oracle = strategy_entry<Single>("single", "", validate_single);
-  const StrategyInfo* ri = rc.strategy == "single" ? &oracle : registry_.find(rc.strategy);
+  const ReferenceSpec& spec = reference_of(info, c);
+  const StrategyInfo* ri = spec.runner ? spec.runner.get() : rc.strategy == "single" ? &oracle : registry_.find(rc.strategy);
   if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
   MpiComm self(MPI_COMM_SELF, "self", false);
   auto stats = std::make_shared<CommStats>();

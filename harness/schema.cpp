@@ -32,7 +32,7 @@ const CsvSchema& fixed_cases_schema() {
           {"steps", "count", "optimizer steps trained (warm-up included)"},
           {"warmup_steps", "count", "first steps left out of the timing statistics"},
           {"global_batch", "samples", "samples per optimizer step over all ranks"},
-          {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training) or twin:<strategy> (the strategy's algorithm simulated on one rank)"},
+          {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training) or twin:<strategy> (the strategy's algorithm simulated on one rank); the strategy names it, a case's reference = \"oracle\" forces the oracle"},
           {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)"},
           {"data", "-", "gpt token source: empty for the synthetic Markov stream, else the token file"},
           {"schedule", "-", "pipeline schedule: 1f1b or gpipe (empty when pp = 1)"},

@@ -70,6 +70,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"eps", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.optimizer.eps = as_num(n); }}},
       {"seed", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.seed = uint64_t(as_int(n)); }}},
       {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
+      {"reference", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.reference = as_str(n); }}},
       {"link", {Kind::link, [](CaseConfig& c, const toml::node& n) {
                  const toml::table& t = *n.as_table();
                  c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
@@ -215,6 +216,8 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
           "must be sgd or adamw, got '" + c.optimizer.kind + "'");
   require(c.check == "auto" || c.check == "exact" || c.check == "precision" || c.check == "none", "check",
           "must be auto, exact, precision or none, got '" + c.check + "'");
+  require(c.reference == "auto" || c.reference == "oracle", "reference",
+          "must be auto (the strategy's own reference) or oracle, got '" + c.reference + "'");
   require(c.layout.dp >= 1, "dp", "must be at least 1");
   require(c.layout.tp >= 1, "tp", "must be at least 1");
   require(c.layout.pp >= 1, "pp", "must be at least 1");

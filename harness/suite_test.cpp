@@ -218,6 +218,7 @@ beta2 = 0.875
 eps = 0.0625
 seed = 99
 check = "exact"
+reference = "oracle"
 bucket_bytes = 1024
 overlap = true
 prefetch = false
@@ -251,6 +252,7 @@ stage_layers = "2"
   EXPECT_EQ(c.optimizer.eps, 0.0625);
   EXPECT_EQ(c.seed, 99u);
   EXPECT_EQ(c.check, "exact");
+  EXPECT_EQ(c.reference, "oracle");
   EXPECT_EQ(c.bucket_bytes, 1024);
   EXPECT_TRUE(c.overlap);
   EXPECT_FALSE(c.prefetch);
@@ -262,7 +264,9 @@ stage_layers = "2"
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.microbatches, 2);
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
-  EXPECT_EQ(suite_keys(registry()).size(), 30u);  // one per key above: a new key needs a line here
+  // One per key above, plus the options of strategies other than hybrid (sync_every,
+  // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them).
+  EXPECT_EQ(suite_keys(registry()).size(), 31u + 5u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -272,7 +276,7 @@ TEST(StrategyOptions, DeclaredOptionsAreParsedDefaultedAndBecomeColumns) {
   StrategyInfo info = *reg.find("ddp");
   info.name = "ddp-every";
   OptionSpec every;
-  every.key = "sync_every";
+  every.key = "exchange_every";
   every.type = OptionType::integer;
   every.default_value = int64_t{4};
   every.unit = "steps";
@@ -280,13 +284,13 @@ TEST(StrategyOptions, DeclaredOptionsAreParsedDefaultedAndBecomeColumns) {
   info.options.push_back(every);
   reg.add(info);
   Suite s = parse_suite(R"([defaults]
-sync_every = 8
+exchange_every = 8
 dp = 2
 
 [[case]]
 name = "set"
 strategy = "ddp-every"
-sync_every = 2
+exchange_every = 2
 
 [[case]]
 name = "from-defaults"
@@ -297,16 +301,16 @@ name = "other"
 strategy = "ddp"
 )", "test.toml", reg, 8);
   ASSERT_EQ(s.cases.size(), 3u);
-  EXPECT_EQ(s.cases[0].option<int64_t>("sync_every"), 2);
-  EXPECT_EQ(s.cases[1].option<int64_t>("sync_every"), 8);
-  EXPECT_EQ(s.cases[2].options.count("sync_every"), 0u);  // the [defaults] value is for ddp-every only
+  EXPECT_EQ(s.cases[0].option<int64_t>("exchange_every"), 2);
+  EXPECT_EQ(s.cases[1].option<int64_t>("exchange_every"), 8);
+  EXPECT_EQ(s.cases[2].options.count("exchange_every"), 0u);  // the [defaults] value is for ddp-every only
   Suite d = parse_suite("[[case]]\nstrategy = \"ddp-every\"\ndp = 2\n", "test.toml", reg, 8);
-  EXPECT_EQ(d.cases[0].option<int64_t>("sync_every"), 4);  // the declared default
+  EXPECT_EQ(d.cases[0].option<int64_t>("exchange_every"), 4);  // the declared default
   const auto cols = cases_schema(reg).names();
-  EXPECT_NE(std::find(cols.begin(), cols.end(), "sync_every"), cols.end());
+  EXPECT_NE(std::find(cols.begin(), cols.end(), "exchange_every"), cols.end());
   EXPECT_NE(std::find(cols.begin(), cols.end(), "bucket_bytes"), cols.end());  // the trainer's, declared too
   const auto shipped = cases_schema().names();
-  EXPECT_EQ(std::find(shipped.begin(), shipped.end(), "sync_every"), shipped.end());
+  EXPECT_EQ(std::find(shipped.begin(), shipped.end(), "exchange_every"), shipped.end());
   // Declared twice with another type: refused.
   StrategyInfo clash = *reg.find("ddp");
   clash.name = "ddp-clash";

@@ -1,8 +1,12 @@
 #include "strategies/registry.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
+#include "strategies/dp/delayed_sgd.hpp"
+#include "strategies/dp/diloco.hpp"
+#include "strategies/dp/local_sgd.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/single.hpp"
 
@@ -38,8 +42,8 @@ std::string option_text(const OptionValue& v) {
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "1" : "0";
   if (const auto* s = std::get_if<std::string>(&v)) return *s;
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
-  return buf;
+  auto r = std::to_chars(buf, buf + sizeof buf, std::get<double>(v));  // shortest round trip
+  return std::string(buf, r.ptr);
 }
 
 const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
@@ -67,9 +71,22 @@ CaseConfig oracle_config(const CaseConfig& c) {
   return o;
 }
 
+CaseConfig twin_config(const CaseConfig& c, bool replicas) {
+  CaseConfig t = oracle_config(c);
+  if (replicas) t.layout.dp = c.layout.dp;
+  t.options = c.options;
+  return t;
+}
+
+const ReferenceSpec& reference_of(const StrategyInfo& info, const CaseConfig& c) {
+  static const ReferenceSpec oracle;
+  return c.reference == "oracle" ? oracle : info.reference;
+}
+
 CaseConfig reference_config(const StrategyInfo& info, const CaseConfig& c) {
-  CaseConfig r = info.reference.config ? info.reference.config(c) : oracle_config(c);
-  r.strategy = info.reference.strategy;
+  const ReferenceSpec& ref = reference_of(info, c);
+  CaseConfig r = ref.config ? ref.config(c) : oracle_config(c);
+  r.strategy = ref.strategy;
   r.name.clear();
   return r;
 }
@@ -107,6 +124,8 @@ std::string config_key(const CaseConfig& c) {
   std::string layers;
   for (int n : c.stage_layers) layers += std::to_string(n) + ",";
   add("stage_layers", layers);
+  add("reference", c.reference);
+  for (const auto& [key, value] : c.options) add(key, option_text(value));
   return k;
 }
 
@@ -153,6 +172,10 @@ StrategyRegistry builtin_strategies() {
                       {ddp, one_f_one_b}));
   StrategyInfo two_phase_ddp_entry();  // strategies/dp/two_phase.cpp
   r.add(two_phase_ddp_entry());
+  // Communication-reducing dp algorithms, each checked against its serial twin.
+  r.add(local_sgd_entry());
+  r.add(diloco_entry());
+  r.add(delayed_sgd_entry());
   r.add(trainer_entry("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
                       "dp tp pp", {}));
   return r;

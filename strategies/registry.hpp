@@ -30,11 +30,16 @@ using StrategyFactory = std::function<std::unique_ptr<Strategy<T>>(const Strateg
 //   twin    the strategy's own algorithm simulated on one rank (e.g. dp replicas stepping
 //           one after another, parameters averaged every H steps): for algorithms whose
 //           correct result is not single-device training.
+struct StrategyInfo;
 struct ReferenceSpec {
   std::string kind = "oracle";      // oracle | twin
-  std::string strategy = "single";  // the registry entry that runs it
+  std::string strategy = "single";  // the registry entry that runs it, or runner's name
   // The reference's configuration from the case's; null: the oracle's (oracle_config).
   std::function<CaseConfig(const CaseConfig&)> config;
+  // A twin that is no suite strategy of its own (not registered, not listed): its entry.
+  std::shared_ptr<const StrategyInfo> runner;
+  // "oracle" or "twin:<strategy>", as cases.csv reports it.
+  std::string label() const { return kind == "oracle" ? kind : kind + ":" + strategy; }
 };
 
 struct StrategyInfo {
@@ -64,6 +69,21 @@ StrategyInfo strategy_entry(std::string name, std::string description,
           [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}};
 }
 
+// The configuration of a twin for case c: the oracle's plus the case's strategy options,
+// and with `replicas` the case's dp (the replicas a twin of a dp algorithm simulates).
+CaseConfig twin_config(const CaseConfig& c, bool replicas);
+
+// A twin reference (kind "twin") run by the unregistered strategy class W<T> on one rank.
+template <template <class> class W>
+ReferenceSpec twin_reference(std::string name, bool replicas = true) {
+  ReferenceSpec r;
+  r.kind = "twin";
+  r.strategy = name;
+  r.config = [replicas](const CaseConfig& c) { return twin_config(c, replicas); };
+  r.runner = std::make_shared<StrategyInfo>(strategy_entry<W>(std::move(name), "serial twin", nullptr));
+  return r;
+}
+
 class StrategyRegistry {
  public:
   void add(StrategyInfo info);
@@ -87,8 +107,11 @@ StrategyRegistry builtin_strategies();
 // The oracle's configuration for case c: the same workload, data, batch, steps, seed and
 // optimizer, on one rank, with every parallel setting at its default.
 CaseConfig oracle_config(const CaseConfig& c);
-// The configuration of the reference `info` names for case c (strategy set to the
-// reference's, name cleared).
+// The reference case c is checked against: the one `info` names, or the oracle when the
+// case says reference = "oracle".
+const ReferenceSpec& reference_of(const StrategyInfo& info, const CaseConfig& c);
+// The configuration of that reference for case c (strategy set to the reference's, name
+// cleared).
 CaseConfig reference_config(const StrategyInfo& info, const CaseConfig& c);
 // Every setting of c but its name, as one string: equal keys train identically.
 std::string config_key(const CaseConfig& c);

@@ -41,6 +41,10 @@ struct CaseConfig {
   OptimizerConfig optimizer;
   uint64_t seed = 1234;
   std::string check = "auto";  // auto | exact | precision | none
+  // What the checks compare with: auto = the reference the strategy names (ReferenceSpec);
+  // oracle = the single-device oracle, to state a degenerate identity (local-sgd with
+  // sync_every 1 and plain SGD is ddp).
+  std::string reference = "auto";
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early

@@ -156,6 +156,12 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
   return o;
 }
 
+void drop_bucket_options(StrategyInfo& info) {
+  std::erase_if(info.options, [](const OptionSpec& o) {
+    return o.key == "bucket_bytes" || o.key == "overlap" || o.key == "prefetch" || o.key == "reshard_after_forward";
+  });
+}
+
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
   auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;

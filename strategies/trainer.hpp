@@ -59,6 +59,11 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
 // microbatches, stage_layers, and zero_stage / schedule where the preset does not fix them.
 std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
 
+// Removes the options that tune ddp's gradient buckets and fsdp's gathers (bucket_bytes,
+// overlap, prefetch, reshard_after_forward) from a trainer entry whose dp algorithm has
+// neither, so that the suite refuses them for it instead of ignoring them.
+void drop_bucket_options(StrategyInfo& info);
+
 // Registry entry for a trainer preset. `axes` lists the mesh axes the preset may use (others
 // must be 1), e.g. "dp" for ddp.
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset);

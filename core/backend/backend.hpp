@@ -47,6 +47,12 @@ class Backend {
                               double norm, T* dlogits) = 0;
   // y[i] += x[i].
   virtual void add(T* y, const T* x, int64_t n) = 0;
+  // y[i] += a * x[i].
+  virtual void axpy(T* y, T a, const T* x, int64_t n) = 0;
+  // bfloat16 for transfers in lower precision (core/bf16.hpp: the value rounded to float,
+  // then to bfloat16, nearest-even): q[i] = bf16(x[i]); y[i] += value of q[i].
+  virtual void to_bf16(const T* x, uint16_t* q, int64_t n) = 0;
+  virtual void add_bf16(T* y, const uint16_t* q, int64_t n) = 0;
 
   // --- Transformer ops. R = rows (tokens), N = features; B = sequences, S = sequence
   // length, H = heads, D = head dim. ---

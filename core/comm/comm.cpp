@@ -11,6 +11,7 @@ size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::u8: return 1;
+    case DType::bf16: return 2;
   }
   return 0;
 }

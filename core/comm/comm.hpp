@@ -10,7 +10,8 @@
 
 namespace pts {
 
-enum class DType { f32, f64, i32, i64, u8 };
+// bf16: bfloat16 as its 16-bit pattern (uint16_t), for transfers only: MPI cannot sum it.
+enum class DType { f32, f64, i32, i64, u8, bf16 };
 size_t dtype_size(DType t);
 template <class T>
 constexpr DType dtype_of() {
@@ -18,6 +19,7 @@ constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, double>) return DType::f64;
   else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
   else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, uint16_t>) return DType::bf16;
   else return DType::u8;
 }
 

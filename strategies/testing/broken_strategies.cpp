@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "strategies/dp/ddp.hpp"
+#include "strategies/dp/delayed_sgd.hpp"
+#include "strategies/dp/diloco.hpp"
 #include "strategies/dp/fsdp.hpp"
 #include "strategies/dp/zero.hpp"
 #include "strategies/trainer.hpp"
@@ -138,6 +140,47 @@ class RunsAllForwardsFirst final : public OneFOneB {
   }
 };
 
+// local SGD whose parameter average forgets to divide by dp.
+template <class T>
+class SumsParameters final : public LocalSgd<T> {
+ public:
+  using LocalSgd<T>::LocalSgd;
+  void average(T*, int64_t) override {}
+};
+
+// DiLoCo whose outer step goes uphill: anchor += lr (g + mu m).
+template <class T>
+class OuterStepUphill final : public DiLoCo<T> {
+ public:
+  using DiLoCo<T>::DiLoCo;
+  void outer_step(T* anchor, const T* g, int64_t n) override {
+    Backend<T>& be = this->backend();
+    be.scale(this->momentum(), static_cast<T>(this->mu_), n);
+    be.add(this->momentum(), g, n);
+    be.axpy(anchor, static_cast<T>(this->lr_), g, n);
+    be.axpy(anchor, static_cast<T>(this->lr_ * this->mu_), this->momentum(), n);
+  }
+};
+
+// DiLoCo whose outer step forgets the momentum (plain SGD on the outer gradient; the buffer
+// is still allocated, so memory looks right).
+template <class T>
+class OuterStepWithoutMomentum final : public DiLoCo<T> {
+ public:
+  using DiLoCo<T>::DiLoCo;
+  void outer_step(T* anchor, const T* g, int64_t n) override {
+    this->backend().axpy(anchor, static_cast<T>(-this->lr_), g, n);
+  }
+};
+
+// delayed SGD that applies the gradient one step later than its staleness says.
+template <class T>
+class DelaysOneStepMore final : public DelayedSgd<T> {
+ public:
+  using DelayedSgd<T>::DelayedSgd;
+  int delay() const override { return DelayedSgd<T>::delay() + 1; }
+};
+
 }  // namespace
 
 void add_broken_strategies(StrategyRegistry& r) {
@@ -176,6 +219,18 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {ddp, std::make_shared<SkipsLastBackward>()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
                       {ddp, std::make_shared<RunsAllForwardsFirst>()}));
+  // The communication-reducing family: each keeps its shipped entry's options and twin.
+  auto broken = [&r](StrategyInfo info, std::string description) {
+    info.description = "BROKEN: " + std::move(description);
+    r.add(std::move(info));
+  };
+  broken(local_sgd_entry("local-sgd-sum", dp_algorithm<SumsParameters>("local-sgd", 0)),
+         "sums parameters over dp instead of averaging");
+  broken(diloco_entry("diloco-uphill", dp_algorithm<OuterStepUphill>("diloco", 0)), "outer step with the wrong sign");
+  broken(diloco_entry("diloco-no-momentum", dp_algorithm<OuterStepWithoutMomentum>("diloco", 0)),
+         "outer step skips the Nesterov momentum");
+  broken(delayed_sgd_entry("delayed-sgd-late", dp_algorithm<DelaysOneStepMore>("delayed-sgd", 0)),
+         "applies each gradient one step later than staleness");
 }
 
 }  // namespace pts

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/backend/backend.hpp"
+#include "core/bf16.hpp"
 
 namespace pts {
 namespace {
@@ -148,6 +149,15 @@ class CpuBackend final : public Backend<T> {
 
   void add(T* y, const T* x, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+  void axpy(T* y, T a, const T* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+  }
+  void to_bf16(const T* x, uint16_t* q, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) q[i] = bf16_bits(x[i]);
+  }
+  void add_bf16(T* y, const uint16_t* q, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += static_cast<T>(bf16_value(q[i]));
   }
 
   // Two passes per row (mean, then the centred sum of squares), accumulated in double for

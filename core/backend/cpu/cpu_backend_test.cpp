@@ -6,6 +6,7 @@
 // bound of a sum, so cancellation in the result does not make the test lie).
 // Dimension legend: m, n, k = gemm dims; B = rows (samples), N = columns (features / classes).
 #include "core/backend/backend.hpp"
+#include "core/bf16.hpp"
 
 #include <gtest/gtest.h>
 
@@ -425,6 +426,25 @@ TEST(CpuBackendDouble, SoftmaxXentGradientMatchesFiniteDifferences) {
 
 // sgd_momentum with dyadic hyperparameters and integer inputs: every value stays a short
 // dyadic fraction, so float and double match the formula exactly.
+// bfloat16 keeps the float's top 16 bits, rounded to nearest with ties to even; add_bf16
+// adds the values back; axpy is y += a x.
+TYPED_TEST(CpuBackendTest, Bf16RoundsToNearestEvenAndAxpyAdds) {
+  using T = TypeParam;
+  // 1 + 2^-8 is a tie between 1 and 1 + 2^-7: even (1) wins; 1 + 3 2^-8 ties up to 1 + 2^-6;
+  // just above the tie rounds up; -2.5 and 3e38 are exact or round to the nearest.
+  std::vector<T> x = {T(1), T(1 + 1.0 / 256), T(1 + 3.0 / 256), T(1 + 1.0 / 256 + 1.0 / 4096), T(-2.5), T(0)};
+  std::vector<uint16_t> q(x.size());
+  this->be->to_bf16(x.data(), q.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(q, (std::vector<uint16_t>{0x3f80, 0x3f80, 0x3f82, 0x3f81, 0xc020, 0x0000}));
+  std::vector<T> y(x.size(), T(1));
+  this->be->add_bf16(y.data(), q.data(), static_cast<int64_t>(y.size()));
+  EXPECT_EQ(y, (std::vector<T>{T(2), T(2), T(2 + 1.0 / 64), T(2 + 1.0 / 128), T(-1.5), T(1)}));
+  std::vector<T> a = {T(1), T(2)}, b = {T(4), T(8)};
+  this->be->axpy(a.data(), T(0.5), b.data(), 2);
+  EXPECT_EQ(a, (std::vector<T>{T(3), T(6)}));
+  EXPECT_EQ(bf16_bits(std::numeric_limits<float>::quiet_NaN()) & 0x7fc0, 0x7fc0);
+}
+
 TYPED_TEST(CpuBackendTest, SgdMomentumExactWithDyadicParameters) {
   using T = TypeParam;
   const SgdParams o{0.5, 0.75, 0.25};

@@ -41,6 +41,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::i32: return MPI_INT32_T;
     case DType::i64: return MPI_INT64_T;
     case DType::u8: return MPI_UINT8_T;
+    case DType::bf16: return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }
