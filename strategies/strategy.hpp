@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -41,6 +42,9 @@ struct CaseConfig {
   OptimizerConfig optimizer;
   uint64_t seed = 1234;
   std::string check = "auto";  // auto | exact | precision | none
+  // A training loss to time the run to (cases.csv steps_to_target, time_to_target_s); it
+  // never changes what is trained. Unset: no target.
+  std::optional<double> target_loss;
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early
