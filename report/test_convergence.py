@@ -150,3 +150,20 @@ def test_staleness_csv_without_count(tmp_path):
     proc = run_make_report(run_dir)
     assert proc.returncode == 2, proc.stderr
     assert "staleness.csv: missing column(s) count (needed for the staleness histogram)" in proc.stderr
+
+
+def test_async_columns_shown_when_the_run_has_them(tmp_path):
+    """sync_every, staleness and max_staleness_seen (the asynchronous strategies' columns)
+    appear after dtype, as written; empty for the cases that do not have them."""
+    run_dir = copy_run("convergence", tmp_path)
+    cases = pd.read_csv(run_dir / "cases.csv", dtype=str, keep_default_na=False)
+    cases["sync_every"] = ["", "4", "", "", "", "", ""]
+    cases["max_staleness_seen"] = ["", "", "2", "", "", "", ""]
+    cases.to_csv(run_dir / "cases.csv", index=False)
+    text, _ = pages(run_dir)
+    start = text.index('id="convergence-tables"')
+    tables = Page(text[start:text.index("</details>", start)].replace('class="convergence"', 'class="headline"'))
+    table = tables.headlines["mlp-tiny"]
+    assert table["header"][:4] == ["case", "dtype", "sync_every", "max_staleness_seen"]
+    cells = {c[0][0]: (c[2][0], c[3][0]) for _, c in table["rows"]}
+    assert cells["ddp-dp2"] == ("4", "") and cells["ddp-dp4"] == ("", "2") and cells["single"] == ("", "")

@@ -12,9 +12,10 @@ from .formatting import byte_unit, num
 from .load import Run
 from .summary import Cell
 
-# Strategy options that shape how often and how stale communication is, shown when the
-# run's cases.csv has them (the asynchronous strategies declare them).
-OPTION_COLUMNS = ["sync_every", "staleness"]
+# cases.csv columns of the asynchronous strategies, shown as written when the run has them:
+# their options (how often replicas synchronise, the staleness bound) and the largest
+# staleness a case saw.
+ASYNC_COLUMNS = ["sync_every", "staleness", "max_staleness_seen"]
 
 
 @dataclass
@@ -36,7 +37,7 @@ def has_target(run: Run) -> bool:
 
 def convergence_tables(run: Run) -> list:
     final = final_losses(run)
-    options = [c for c in OPTION_COLUMNS if c in run.cases.columns and (run.cases[c] != "").any()]
+    options = [c for c in ASYNC_COLUMNS if c in run.cases.columns and (run.cases[c] != "").any()]
     tables = []
     for workload in run.workloads:
         cases = run.cases[run.cases["workload"] == workload]
