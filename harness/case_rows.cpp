@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "harness/checks.hpp"
@@ -31,6 +32,19 @@ std::optional<int64_t> expected_bytes(const RankExpectation& e, MemCategory cat)
 
 }  // namespace
 
+std::vector<double> wall_times(const std::vector<double>& step_times) {
+  std::vector<double> wall(step_times.size());
+  std::partial_sum(step_times.begin(), step_times.end(), wall.begin());
+  return wall;
+}
+
+std::optional<TargetReached> reach_target(const std::vector<double>& losses, const std::vector<double>& wall,
+                                          double target) {
+  for (size_t s = 0; s < losses.size() && s < wall.size(); ++s)
+    if (losses[s] <= target) return TargetReached{int64_t(s) + 1, wall[s]};  // a NaN loss never reaches it
+  return std::nullopt;
+}
+
 void RunTables::write(const std::string& dir) const {
   steps.write_atomic(dir);
   stages.write_atomic(dir);
@@ -54,6 +68,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["reference"] = reference_of(info, c).label();
   if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
   if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
+  if (c.target_loss) row["target_loss"] = num(*c.target_loss);
   if (c.link.enabled()) {
     row["link_bus_gbps"] = num(c.link.bus_gbps);
     row["link_latency_us"] = num(c.link.latency_us);
@@ -189,12 +204,18 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   } else if (mode == "none") {
     reasons.push_back("equivalence checks off (check = none)");
   }
+  const std::vector<double> wall = wall_times(r.step_times);
   for (size_t s = 0; s < r.losses.size(); ++s) {
     Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])},
-           {"step_time_s", num(r.step_times[s])}};
+           {"step_time_s", num(r.step_times[s])}, {"wall_s", num(wall[s])}};
     if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
     t.steps.add(sr);
   }
+  if (c.target_loss && !r.failed)  // a step that threw has no loss to compare
+    if (std::optional<TargetReached> hit = reach_target(r.losses, wall, *c.target_loss)) {
+      row["steps_to_target"] = num(hit->steps);
+      row["time_to_target_s"] = num(hit->wall_s);
+    }
   for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory"})
     failed = failed || row[k] == "FAIL";
   row["verdict"] = failed ? "FAIL" : "PASS";

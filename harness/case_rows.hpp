@@ -1,6 +1,8 @@
 // The tables of a run directory and the rows one case adds to them: cases.csv (one row per
 // case), steps.csv, comm.csv, memory.csv and stages.csv, from every rank's RankReport.
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,20 @@ struct RunTables {
       stages{stages_schema()};
   void write(const std::string& dir) const;  // every table, atomically, cases.csv last
 };
+
+// Seconds from the start of the first step to the end of each step (steps.csv wall_s): the
+// running sum of the slowest rank's step times. What a step time leaves out (loading the
+// batch, the barrier before the step) is left out here too.
+std::vector<double> wall_times(const std::vector<double>& step_times);
+
+// The first step whose training loss (the loss before its update, as steps.csv records it)
+// is at or below a target: the steps run up to and including it (index + 1) and its wall_s.
+struct TargetReached {
+  int64_t steps = 0;
+  double wall_s = 0;
+};
+std::optional<TargetReached> reach_target(const std::vector<double>& losses, const std::vector<double>& wall,
+                                          double target);
 
 // Rank 0: combines the per-rank reports (in rank order), the training result and the
 // references (run here when not cached) into the case's rows. Adds the steps, comm, memory

@@ -1,5 +1,6 @@
 # The CLI as a user runs it: bad input exits 2 before anything runs and writes nothing; a
-# good run writes its five files; a used --out is refused and left as it was.
+# good run writes its five files; a used --out is refused and left as it was; a target_loss is
+# timed (wall_s, steps_to_target, time_to_target_s).
 # Usage (from CTest): bash cli_test.sh PTSUITE_BIN MPIEXEC REPO_DIR
 set -u
 
@@ -187,6 +188,42 @@ check "oversubscribed run: warned once on stderr" test "$(grep -c 'ranks share a
 check "oversubscribed run: the warning names mpi_yield_when_idle" has l.err "mpi_yield_when_idle"
 check "env.json: oversubscribed true" envcheck out_l True
 check "cases.csv: oversubscribed 1 for both cases" test "$(column out_l/cases.csv oversubscribed)" = "1 1"
+
+# (m) target_loss beside an explicit check = "exact": exit 2 naming the key, nothing runs.
+cat >target_exact.toml <<'EOF'
+[defaults]
+check = "exact"
+[[case]]
+strategy = "single"
+target_loss = 1.5
+EOF
+run m "${NP2[@]}" run target_exact.toml --out out_m --quiet
+check "target_loss with check exact exits 2 (got $rc)" test "$rc" -eq 2
+check "target_loss with check exact: stderr names file:line and key" \
+  has m.err "target_exact.toml:5: key 'target_loss': cannot be combined with check = \"exact\" (line 2)"
+check "target_loss with check exact: --out dir not created" test ! -e out_m
+
+# (n) a target every step reaches: steps_to_target 1, time_to_target_s the first wall_s, and
+# wall_s the running sum of step_time_s.
+sed 's/^steps = 3$/steps = 3\ntarget_loss = 1e9/' tiny.toml >target.toml
+run n "${NP2[@]}" run target.toml --out out_n --quiet
+check "target suite exits 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || { show n.out; show n.err; }
+targetcheck() { python3 -c "
+import csv
+cases = list(csv.DictReader(open('out_n/cases.csv')))
+steps = list(csv.DictReader(open('out_n/steps.csv')))
+assert len(cases) == 2 and len(steps) == 6, (cases, steps)
+for c in cases:
+    mine = [s for s in steps if s['case'] == c['case']]
+    total = 0.0
+    for s in mine:
+        total += float(s['step_time_s'])
+        assert abs(float(s['wall_s']) - total) <= 1e-12 * total, (s, total)
+    assert float(c['target_loss']) == 1e9 and c['steps_to_target'] == '1', c
+    assert c['time_to_target_s'] == mine[0]['wall_s'], (c, mine[0])
+"; }
+check "target suite: wall_s sums step times, the first step reaches the target" targetcheck
 
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"

@@ -32,6 +32,7 @@ const CsvSchema& fixed_cases_schema() {
           {"steps", "count", "optimizer steps trained (warm-up included)"},
           {"warmup_steps", "count", "first steps left out of the timing statistics"},
           {"global_batch", "samples", "samples per optimizer step over all ranks"},
+          {"target_loss", "nats", "the suite's target training loss (empty: none set)"},
           {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training) or twin:<strategy> (the strategy's algorithm simulated on one rank); the strategy names it, a case's reference = \"oracle\" forces the oracle"},
           {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)"},
           {"data", "-", "gpt token source: empty for the synthetic Markov stream, else the token file"},
@@ -51,6 +52,8 @@ const CsvSchema& fixed_cases_schema() {
           {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes over the run, divided by steps"},
           {"comm_wait_s", "s", "max over ranks of seconds blocked in communication per timed step (median)"},
           {"comm_exposed_frac", "-", "comm_wait_s / step_time_s: the share of the step spent blocked in communication"},
+          {"steps_to_target", "count", "steps run until the first step whose training loss (steps.csv loss, before that step's update) is <= target_loss, that step included (step index + 1); empty when target_loss is unset, never reached or the case threw"},
+          {"time_to_target_s", "s", "steps.csv wall_s of that step (warm-up included); empty likewise"},
           {"max_rel_err", "-", "exact check: max relative error of per-step losses and final parameters vs the float64 reference"},
           {"err_ratio", "-", "precision check: ||p - p_oracle64|| / max(||p_single32 - p_oracle64||, floor)"},
           {"check_exact", "-", "PASS, FAIL or SKIP"},
@@ -91,6 +94,7 @@ const CsvSchema& steps_schema() {
                                {"loss", "nats", "global mean training loss before this step's update"},
                                {"oracle_loss", "nats", "the same for the case's float64 reference, the oracle or the twin (empty when not run)"},
                                {"step_time_s", "s", "slowest rank's time for the step"},
+                               {"wall_s", "s", "seconds from the start of the case's first step to the end of this one: the sum of step_time_s over the steps so far (ranks start every step together, so a step lasts as long as its slowest rank); untimed, as in step_time_s: loading each step's batch, the barrier before the step and the reduction of the loss after it"},
                            }};
   return s;
 }

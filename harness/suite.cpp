@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -71,6 +72,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"seed", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.seed = uint64_t(as_int(n)); }}},
       {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
       {"reference", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.reference = as_str(n); }}},
+      {"target_loss", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.target_loss = as_num(n); }}},
       {"link", {Kind::link, [](CaseConfig& c, const toml::node& n) {
                  const toml::table& t = *n.as_table();
                  c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
@@ -227,6 +229,18 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   require(c.global_batch >= 1, "global_batch", "must be at least 1");
   require(c.optimizer.lr > 0, "lr", "must be positive");
   require(c.check != "exact" || c.dtype == "float64", "check", "exact needs dtype float64");
+  if (c.target_loss) {
+    std::ostringstream got;
+    got << *c.target_loss;
+    require(std::isfinite(*c.target_loss) && *c.target_loss > 0, "target_loss",
+            "must be a finite training loss > 0 (nats), got " + got.str());
+    const bool exact_set = c.check == "exact" && std::any_of(settings.begin(), settings.end(),
+                                                             [](const Setting& s) { return s.key == "check"; });
+    require(!exact_set, "target_loss",
+            "cannot be combined with check = \"exact\" (line " + std::to_string(where("check")) +
+                "), which makes the case a float64 conformance run, not a convergence measurement; leave "
+                "check unset or set it to precision or none");
+  }
   if (c.layout.num_ranks() > world_size) {
     std::string key = c.layout.dp > 1 ? "dp" : c.layout.tp > 1 ? "tp" : "pp";
     fail(path, where(key), key, c.layout.product_string() + ", but " + std::to_string(world_size) +

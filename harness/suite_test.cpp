@@ -217,8 +217,9 @@ beta1 = 0.75
 beta2 = 0.875
 eps = 0.0625
 seed = 99
-check = "exact"
+check = "precision"
 reference = "oracle"
+target_loss = 2.5
 bucket_bytes = 1024
 overlap = true
 prefetch = false
@@ -251,8 +252,9 @@ stage_layers = "2"
   EXPECT_EQ(c.optimizer.beta2, 0.875);
   EXPECT_EQ(c.optimizer.eps, 0.0625);
   EXPECT_EQ(c.seed, 99u);
-  EXPECT_EQ(c.check, "exact");
+  EXPECT_EQ(c.check, "precision");
   EXPECT_EQ(c.reference, "oracle");
+  EXPECT_EQ(c.target_loss, 2.5);
   EXPECT_EQ(c.bucket_bytes, 1024);
   EXPECT_TRUE(c.overlap);
   EXPECT_FALSE(c.prefetch);
@@ -266,7 +268,7 @@ stage_layers = "2"
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them).
-  EXPECT_EQ(suite_keys(registry()).size(), 31u + 5u);
+  EXPECT_EQ(suite_keys(registry()).size(), 32u + 5u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -561,6 +563,56 @@ steps = 3
 )");
   EXPECT_TRUE(contains(e, "test.toml:2: key 'warmup_steps': must be in [0, steps), got 3 with steps 3"));
   EXPECT_EQ(parse("[[case]]\nsteps = 3\nwarmup_steps = 2\n").cases.at(0).warmup_steps, 2);
+}
+
+// target_loss: unset by default; a number for every strategy; with check left to auto it
+// stays a float64 case's companion (auto picks exact there, but the user did not ask for it).
+TEST(Suite, TargetLossIsUnsetByDefaultAndTakesANumberForAnyStrategy) {
+  Suite s = parse(R"([defaults]
+target_loss = 3
+[[case]]
+strategy = ["single", "ddp"]
+[[case]]
+name = "none"
+)");
+  EXPECT_EQ(names_of(s), (std::vector<std::string>{"single", "ddp", "none"}));
+  EXPECT_EQ(s.cases[0].target_loss, 3.0);  // an integer is accepted where a number is wanted
+  EXPECT_EQ(s.cases[1].target_loss, 3.0);
+  EXPECT_FALSE(parse("[[case]]\nstrategy = \"single\"\n").cases.at(0).target_loss.has_value());
+  EXPECT_EQ(parse("[[case]]\ntarget_loss = [2.5, 0.125]\n").cases.at(1).name, "single-target_loss0.125");
+  EXPECT_EQ(parse("[[case]]\ndtype = \"float32\"\ncheck = \"precision\"\ntarget_loss = 1e-3\n")
+                .cases.at(0).target_loss, 1e-3);
+}
+
+TEST(SuiteErrors, TargetLossMustBeAFinitePositiveNumber) {
+  for (const char* bad : {"0", "-1.5", "nan", "inf", "-inf"})
+    EXPECT_TRUE(contains(error_of(std::string("[[case]]\nstrategy = \"single\"\ntarget_loss = ") + bad + "\n"),
+                         "test.toml:3: key 'target_loss': must be a finite training loss > 0 (nats), got "))
+        << bad;
+  EXPECT_TRUE(contains(error_of("[[case]]\ntarget_loss = -1.5\n"), "got -1.5"));
+  EXPECT_TRUE(contains(error_of("[[case]]\ntarget_loss = \"low\"\n"), "test.toml:2: key 'target_loss': must be a number"));
+  EXPECT_TRUE(contains(error_of("[[case]]\ntarget_loss = [1.0, 0]\n"), "test.toml:2: key 'target_loss': must be a finite"));
+}
+
+// An explicitly set check = "exact" (in the case or in [defaults]) is refused next to a
+// target; the error points at target_loss and names the line of the check.
+TEST(SuiteErrors, TargetLossWithAnExplicitExactCheck) {
+  EXPECT_TRUE(contains(error_of("[[case]]\ncheck = \"exact\"\ntarget_loss = 2.0\n"),
+                       "test.toml:3: key 'target_loss': cannot be combined with check = \"exact\" (line 2)"));
+  EXPECT_TRUE(contains(error_of(R"([defaults]
+check = "exact"
+[[case]]
+strategy = "ddp"
+dp = 2
+target_loss = 2.0
+)"),
+                       "test.toml:6: key 'target_loss': cannot be combined with check = \"exact\" (line 2)"));
+  EXPECT_TRUE(contains(error_of(R"([defaults]
+target_loss = 2.0
+[[case]]
+check = ["precision", "exact"]
+)"),
+                       "test.toml:2: key 'target_loss': cannot be combined with check = \"exact\" (line 4)"));
 }
 
 TEST(SuiteErrors, DuplicateGeneratedNames) {

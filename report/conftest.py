@@ -38,3 +38,9 @@ def quick_built(tmp_path_factory):
 def bench_built(tmp_path_factory):
     """testdata/bench-mp with its report written by make_report.py."""
     return built(copy_run("bench-mp", tmp_path_factory.mktemp("bench")))
+
+
+@pytest.fixture(scope="session")
+def convergence_built(tmp_path_factory):
+    """testdata/convergence with its report written by make_report.py."""
+    return built(copy_run("convergence", tmp_path_factory.mktemp("convergence")))

@@ -56,7 +56,7 @@ def case_names(run_dir):
         return [row["case"] for row in csv.DictReader(f)]
 
 
-@pytest.mark.parametrize("fixture", ["quick_built", "bench_built"])
+@pytest.mark.parametrize("fixture", ["quick_built", "bench_built", "convergence_built"])
 def test_report_of_real_run(fixture, request):
     run_dir = request.getfixturevalue(fixture)
     text, page = check_report(run_dir)

@@ -14,14 +14,16 @@ from ptsreport.plots.pipeline import plot_bubble
 from ptsreport.plots.speed import plot_scaling, plot_speed
 from testruns import TESTDATA, copy_run, figure_texts, load
 
-WORKLOADS = {"quick": {"mlp-tiny": "samples/s", "gpt-tiny": "tokens/s"}, "bench-mp": {"gpt-small": "tokens/s"}}
+WORKLOADS = {"quick": {"mlp-tiny": "samples/s", "gpt-tiny": "tokens/s"}, "bench-mp": {"gpt-small": "tokens/s"},
+             "convergence": {"mlp-tiny": "samples/s", "gpt-tiny": "tokens/s"}}
 # Figures with a panel for every workload of a run (bubble: only pipelined ones;
 # correctness: only where a check ran; scaling: only where a series exists).
-EVERY_WORKLOAD = {"speed.png", "memory.png", "comm_per_sample.png", "tradeoff.png", "bandwidth.png"}
+EVERY_WORKLOAD = {"speed.png", "memory.png", "comm_per_sample.png", "tradeoff.png", "bandwidth.png",
+                  "loss_step.png", "loss_time.png"}
 CASE_LABELLED = {"correctness.png", "speed.png", "memory.png", "comm_per_sample.png", "bubble.png"}
 
 
-@pytest.fixture(scope="module", params=["quick", "bench-mp"])
+@pytest.fixture(scope="module", params=["quick", "bench-mp", "convergence"])
 def drawn(request, tmp_path_factory):
     """(run name, run, {file: figure}) with every figure drawn, not saved."""
     run, _ = load(TESTDATA / request.param)
@@ -67,7 +69,9 @@ def test_axes_carry_units(drawn):
     expected = {"speed.png": [("step time (ms)", "throughput (")], "memory.png": [("(MiB)",)],
                 "comm_per_sample.png": [("/sample)",)], "bandwidth.png": [("(GB/s",), ("(bytes",)],
                 "tradeoff.png": [("(MiB",), ("throughput (",)], "scaling.png": [("(×)",)],
-                "bubble.png": [("(fraction",)], "correctness.png": [("(dimensionless, log scale)",)]}
+                "bubble.png": [("(fraction",)], "correctness.png": [("(dimensionless, log scale)",)],
+                "loss_step.png": [("(nats)",), ("optimizer step",)], "loss_time.png": [("(nats)",), ("(s)",)],
+                "staleness.png": [("(steps",), ("(count)",)]}
     assert set(expected) == {spec.file for spec in FIGURES}
     for file, fig in figures.items():
         for ax in panels(fig):

@@ -18,10 +18,13 @@ from ptsreport.summary import summarize
 TESTDATA = Path(__file__).resolve().parent / "testdata"
 
 
-def copy_run(name: str, dest: Path, env=None, drop_env=(), failures=None, oversubscribed=None) -> Path:
+def copy_run(name: str, dest: Path, env=None, drop_env=(), failures=None, oversubscribed=None,
+             staleness=None) -> Path:
     """A copy of testdata/name in dest. env: keys to set in env.json; drop_env: keys
     to remove; failures: {case: (check column, reason)} turned into FAIL verdicts;
-    oversubscribed: 0 or 1 written as the cases.csv column (None: no column)."""
+    oversubscribed: 0 or 1 written as the cases.csv column (None: no column);
+    staleness: {case: {staleness: count}} written as staleness.csv (None: no file), the
+    file the asynchronous strategies write (planted: the runs in testdata/ have none)."""
     run_dir = dest / name
     shutil.copytree(TESTDATA / name, run_dir)
     env_path = run_dir / "env.json"
@@ -37,6 +40,9 @@ def copy_run(name: str, dest: Path, env=None, drop_env=(), failures=None, oversu
     if oversubscribed is not None:
         cases.insert(cases.columns.get_loc("ranks") + 1, "oversubscribed", str(oversubscribed))
     cases.to_csv(run_dir / "cases.csv", index=False)
+    if staleness is not None:
+        rows = [(case, s, n) for case, hist in staleness.items() for s, n in hist.items()]
+        pd.DataFrame(rows, columns=["case", "staleness", "count"]).to_csv(run_dir / "staleness.csv", index=False)
     return run_dir
 
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -45,6 +46,9 @@ struct CaseConfig {
   // oracle = the single-device oracle, to state a degenerate identity (local-sgd with
   // sync_every 1 and plain SGD is ddp).
   std::string reference = "auto";
+  // A training loss to time the run to (cases.csv steps_to_target, time_to_target_s); it
+  // never changes what is trained. Unset: no target.
+  std::optional<double> target_loss;
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early

@@ -5,6 +5,7 @@ Where things live:
   load.py        read a run directory into a Run (CSV files, env.json, core sharing)
   metrics.py     derived figures: ms, MiB, throughput in the workload's unit, speedup, bandwidth
   summary.py     verdict counts, failures, per-workload headline rows (the first screen)
+  convergence.py per-workload tables: comm bytes, exposed comm and time to target_loss per case
   plots/         one module per family of figures; plots/__init__.py lists them in page order
   htmlpage.py    index.html;  markdown.py  summary.md (for CI comments)
   build.py       make_report(run_dir): all of the above, in order

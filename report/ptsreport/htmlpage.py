@@ -6,6 +6,8 @@ collapsed and scrolling inside their own box."""
 import html
 import json
 
+from .convergence import CAPTION as CONVERGENCE_CAPTION
+from .convergence import convergence_tables, has_target
 from .formatting import raw
 from .load import Run
 from .plots import FIGURES
@@ -27,15 +29,15 @@ ul.failures { margin: 0.3em 0; padding-left: 1.2em; } ul.failures li { color: #9
 .card { border: 1px solid #ccc; border-radius: 6px; padding: 0.4em 0.5em; flex: 0 1 auto; }
 .card .unit { color: #666; font-weight: normal; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 13px; }
-table.headline { font-size: 12px; }
+table.headline, table.convergence { font-size: 12px; }
 th, td { border-bottom: 1px solid #e2e2e2; padding: 2px 5px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; font-weight: 600; }
-table.headline td, table.headline th { text-align: right; }
-table.headline td:first-child, table.headline th:first-child { text-align: left; }
+table.headline td, table.headline th, table.convergence td, table.convergence th { text-align: right; }
+table.headline td:first-child, table.headline th:first-child,
+table.convergence td:first-child, table.convergence th:first-child { text-align: left; }
 tr.group th { background: #fff; text-align: left; color: #555; font-style: italic; padding-top: 6px; }
 td .note { display: block; color: #777; font-size: 10px; font-family: ui-monospace, monospace; }
-table.headline td { line-height: 1.15; }
-table.headline td { white-space: nowrap; }
+table.headline td, table.convergence td { line-height: 1.15; white-space: nowrap; }
 td.best { background: #c9efc9; font-weight: 700; } td.best::after { content: " \\2605"; color: #1a7f1a; }
 td.PASS { color: #1a7f1a; } td.FAIL { color: #b00020; font-weight: 700; background: #f8d0d0; }
 td.SKIP, td.UNCHECKED { color: #777; }
@@ -129,12 +131,32 @@ def choose(run: Run, summary: Summary) -> str:
             f'<div class="cards">{"".join(cards)}</div>')
 
 
+def convergence(run: Run) -> str:
+    """The per-workload convergence tables, open when the suite set a target_loss."""
+    cards = []
+    shared = run.oversubscription.state == "yes"  # then the timed columns are greyed
+    for t in convergence_tables(run):
+        timed = [shared and h in ("exposed comm", "s to target") for h in t.header]
+        rows = ["<tr>" + "".join(f"<th>{esc(h)}</th>" for h in t.header) + "</tr>"]
+        for strategy, table in t.groups:
+            rows.append(f'<tr class="group"><th colspan="{len(t.header)}">{esc(strategy)}</th></tr>')
+            rows += ["<tr>" + "".join(cell_html(c, grey) for c, grey in zip(r, timed)) + "</tr>" for r in table]
+        cards.append(f'<div class="card"><h3>{esc(t.workload)}</h3>\n<table class="convergence" '
+                     f'data-workload="{esc(t.workload)}">' + "\n".join(rows) + "</table></div>")
+    what = "with target_loss" if has_target(run) else "no target_loss set in this suite"
+    return (f'<details{" open" * has_target(run)} id="convergence-tables"><summary>Communication and time to '
+            f'target per strategy ({what})</summary><p class="caption">{CONVERGENCE_CAPTION}</p>'
+            f'<div class="cards">{"".join(cards)}</div></details>')
+
+
 def figures(run: Run) -> str:
     out, section = [], None
     for spec in FIGURES:
         if spec.section != section:
             section = spec.section
             out.append(f'<h2 id="{section.split()[0].lower()}">{esc(section)}</h2>')
+            if section == "Convergence":
+                out.append(convergence(run))
         out.append(f'<figure><img src="{spec.file}" alt="{esc(spec.title)}">'
                    f"<figcaption><b>{esc(spec.title)}.</b> {esc(spec.caption)}</figcaption></figure>")
     return "\n".join(out)

@@ -31,10 +31,12 @@ class Run:
     comm: pd.DataFrame
     memory: pd.DataFrame
     stages: pd.DataFrame
+    steps: pd.DataFrame  # one row per case per step: the loss curves
+    staleness: pd.DataFrame  # gradients per staleness of the asynchronous cases (often empty)
     env: dict  # env.json, strings cleaned; {} when absent
     oversubscription: Oversubscription
     absent: dict = field(default_factory=dict)  # file -> optional columns it lacks
-    absent_files: list = field(default_factory=list)  # optional files not in the run
+    absent_files: list = field(default_factory=list)  # optional files not in the run (older run)
     header: dict = field(default_factory=dict)  # file -> its columns in file order
 
     @property
@@ -123,18 +125,19 @@ def oversubscription(env: dict, cases: pd.DataFrame) -> Oversubscription:
 def load_run(run_dir: Path) -> Run:
     if not run_dir.is_dir():
         raise ReportError(f"{run_dir}: not a directory")
-    frames, absent, absent_files, header = {}, {}, [], {}
+    frames, absent, missing, header = {}, {}, [], {}
     for name in schema.FILES:
         frames[name], absent[name] = read_csv(run_dir, name)
         if frames[name] is not None:
             header[name] = [c for c in frames[name].columns if c not in absent[name]]
         else:
-            absent_files.append(name)
+            missing.append(name)
             frames[name] = pd.DataFrame({c.name: pd.Series(dtype=str if c.text else float)
                                          for c in schema.FILES[name]})
     cases = frames["cases.csv"]
     env = read_env(run_dir)
     return Run(run_dir=run_dir, cases=cases, comm=frames["comm.csv"], memory=frames["memory.csv"],
-               stages=frames["stages.csv"], env=env, oversubscription=oversubscription(env, cases),
-               absent={k: v for k, v in absent.items() if v and k not in absent_files},
-               absent_files=absent_files, header=header)
+               stages=frames["stages.csv"], steps=frames["steps.csv"], staleness=frames["staleness.csv"],
+               env=env, oversubscription=oversubscription(env, cases),
+               absent={k: v for k, v in absent.items() if v and k not in missing},
+               absent_files=[f for f in missing if f not in schema.WHEN_USED_FILES], header=header)

@@ -2,6 +2,7 @@
 comment: verdict counts, failures with their reasons, the core-sharing caveat and
 the per-workload headline tables."""
 
+from .convergence import convergence_tables, has_target
 from .load import Run
 from .summary import Summary, headline_table, tally
 
@@ -48,6 +49,14 @@ def write_markdown(run: Run, summary: Summary, path) -> None:
                 "|---|" + "---|" * len(head)]
         for dtype, table in groups:
             out += [f"| {md(dtype)} | " + " | ".join(cell_md(c) for c in row) + " |" for row in table]
+    if has_target(run):  # time to target is what a suite with a target_loss is asking
+        for t in convergence_tables(run):
+            out += ["", f"### {md(t.workload)}: communication and time to target", "",
+                    "| strategy | " + " | ".join(md(h) for h in t.header) + " |", "|---|" + "---|" * len(t.header)]
+            for strategy, table in t.groups:
+                out += [f"| {md(strategy)} | " + " | ".join(cell_md(c) for c in row) + " |" for row in table]
+        out += ["", "Time to target: steps and wall seconds until the first training loss at or below "
+                "target_loss; ★ the passing case that got there soonest."]
     out += ["", "★ best of its workload and dtype among strategies with no failed case. Speed and "
             "comm from each strategy's fastest passing case, memory from its leanest. Plots and all "
             "columns: index.html beside this file."]

@@ -5,6 +5,8 @@ tokens, else "samples/s"), throughput (in that unit), peak_mib, comm_per_sample
 (bytes), layout ("dp x tp x pp"), baseline (the single case it is compared with),
 speedup (throughput / the baseline's) and shared_cores (timings measure core sharing).
 Added to Run.comm: workload, strategy, bytes_per_call, busbw_gbps, algbw_gbps.
+Added to Run.steps and Run.staleness: workload, strategy, dtype; Run.steps gets wall_s
+where the run predates it.
 """
 
 import math
@@ -76,7 +78,22 @@ def add_comm_metrics(run: Run) -> None:
     comm["algbw_gbps"] = comm["payload_bytes"] / timed / 1e9
 
 
+def add_step_metrics(run: Run) -> None:
+    """The case's workload, strategy and dtype on every steps.csv and staleness.csv row.
+    Runs from before steps.csv had wall_s get it as what it is defined to be: the running
+    sum of the case's step times."""
+    cases = run.cases.set_index("case")
+    steps = run.steps
+    if "wall_s" not in run.header.get("steps.csv", ["wall_s"]):
+        ordered = steps.sort_values(["case", "step"])
+        steps["wall_s"] = ordered.groupby("case", sort=False)["step_time_s"].cumsum()
+    for frame in (steps, run.staleness):
+        for column in ("workload", "strategy", "dtype"):
+            frame[column] = frame["case"].map(cases[column]).fillna("")
+
+
 def add_metrics(run: Run) -> Run:
     add_case_metrics(run)
     add_comm_metrics(run)
+    add_step_metrics(run)
     return run

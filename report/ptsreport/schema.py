@@ -43,6 +43,7 @@ CASES = [
     opt("pp", "count"),
     opt("steps", "count"),
     opt("global_batch", "samples"),
+    opt("target_loss", "nats"),
     opt("bucket_bytes", "bytes"),
     opt("zero_stage", "0-3"),
     opt("overlap", "bool"),
@@ -61,6 +62,8 @@ CASES = [
     opt("comm_bytes_expected", "bytes"),
     opt("comm_wait_s", "s"),
     opt("comm_exposed_frac", "-"),
+    opt("steps_to_target", "count"),
+    opt("time_to_target_s", "s"),
     opt("max_rel_err", "-"),
     opt("err_ratio", "-"),
     opt("check_exact", "-", text=True),
@@ -96,11 +99,34 @@ STAGES = [
     req("bubble_theory", "-", "the pipeline bubble plot"),
 ]
 
-# Every input CSV with its columns. steps.csv (per-step losses) is not read: the
-# correctness view uses the per-case errors of cases.csv.
-FILES = {"cases.csv": CASES, "comm.csv": COMM, "memory.csv": MEMORY, "stages.csv": STAGES}
-# Files older runs do not have: a missing one leaves its plot empty, with a note.
-OPTIONAL_FILES = {"stages.csv"}
+STEPS = [
+    req("case", "-", "the loss curves", text=True),
+    req("step", "index", "the loss curves"),
+    req("loss", "nats", "the loss curves"),
+    opt("step_time_s", "s"),
+    opt("wall_s", "s"),  # older runs: the running sum of step_time_s, which it is by definition
+]
+
+# Gradients per staleness (versions between the parameters a gradient was computed on and
+# those it was applied to), from the asynchronous strategies.
+STALENESS = [
+    req("case", "-", "the staleness histogram", text=True),
+    req("staleness", "steps", "the staleness histogram"),
+    req("count", "count", "the staleness histogram"),
+]
+
+# Every input CSV with its columns.
+FILES = {"cases.csv": CASES, "comm.csv": COMM, "memory.csv": MEMORY, "stages.csv": STAGES,
+         "steps.csv": STEPS, "staleness.csv": STALENESS}
+# Files a run may lack (older or hand-made runs): a missing one leaves its plot empty,
+# with a note, and the page lists it as not in this run.
+OPTIONAL_FILES = {"stages.csv", "steps.csv", "staleness.csv"}
+# Optional files a run writes only when some case has rows for them (staleness.csv: an
+# asynchronous case); their absence is not news.
+WHEN_USED_FILES = {"staleness.csv"}
+# Files the report reads before results/SCHEMA.md documents them (the parameter server's
+# staleness.csv, issue 9): test_load.py checks their units once it does.
+NOT_YET_IN_SCHEMA_MD = {"staleness.csv"}
 
 # Fixed bounds of the conformance checks (harness/checks.hpp), drawn on the plot.
 EXACT_BOUND = 1e-12  # max_rel_err of float64 cases against the float64 oracle

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display: before any module imports pyplot
 
 from .comm import plot_bandwidth, plot_comm_per_sample  # noqa: E402
+from .convergence import plot_loss_per_step, plot_loss_per_time, plot_staleness  # noqa: E402
 from .correctness import plot_correctness  # noqa: E402
 from .memory import plot_memory  # noqa: E402
 from .pipeline import plot_bubble  # noqa: E402
@@ -50,6 +51,22 @@ FIGURES = [
                "squares float64). Per dtype a grey line joins and names the passing cases that no "
                "other passing case of that dtype beats on both.",
                plot_tradeoff, timing=True),
+    FigureSpec("loss_step.png", "Convergence", "Training loss per step",
+               "steps.csv: each case's global mean training loss (before the step's update) against the "
+               "optimizer step; one line per case, coloured by strategy, dashed float64. Dotted: the "
+               "suite's target_loss; a star marks the first step at or below it (steps_to_target - 1).",
+               plot_loss_per_step, timing=False),
+    FigureSpec("loss_time.png", "Convergence", "Training loss against wall time",
+               "The same losses against wall_s: seconds from the start of the case's first step to the "
+               "end of each step (the sum of the slowest rank's step times; loading batches is untimed). "
+               "A method that communicates less loses a little per step and may win it back here: the "
+               "star is time_to_target_s.",
+               plot_loss_per_time, timing=True),
+    FigureSpec("staleness.png", "Convergence", "Staleness histogram",
+               "staleness.csv, per asynchronous case: how many gradients were applied at each staleness "
+               "(parameter versions between the one a gradient was computed on and the one it updated). "
+               "Empty when the run has no asynchronous case.",
+               plot_staleness, timing=False),
     FigureSpec("memory.png", "Memory", "Peak memory by category",
                "Peak bytes of each tracked category, max over ranks, in MiB; the black tick is the "
                "tracked total peak (categories peak at different times, so the stack can exceed it).",
