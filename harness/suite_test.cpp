@@ -230,6 +230,8 @@ zero_stage = 2
 schedule = "gpipe"
 microbatches = 2
 stage_layers = "2"
+slow_rank = 1
+slow_factor = 2.5
 )");
   ASSERT_EQ(s.cases.size(), 1u);
   const CaseConfig& c = s.cases[0];
@@ -266,9 +268,11 @@ stage_layers = "2"
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.microbatches, 2);
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
+  EXPECT_EQ(c.slow_rank, 1);
+  EXPECT_EQ(c.slow_factor, 2.5);
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them).
-  EXPECT_EQ(suite_keys(registry()).size(), 32u + 5u);
+  EXPECT_EQ(suite_keys(registry()).size(), 34u + 5u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of

@@ -59,6 +59,8 @@ struct CaseConfig {
   int microbatches = 0;               // per replica per step; 0: pp
   std::vector<int> stage_layers;      // layers per pipeline stage; empty: balanced
   std::string stage_layers_text;      // as written in the suite ("2,1,1")
+  int slow_rank = -1;                 // emulated straggler: this rank computes slow_factor x as long
+  double slow_factor = 1;
   // Values of the options a strategy declares without a field here (OptionSpec with no
   // set/get), defaults filled in by the suite parser for the case's strategy.
   std::map<std::string, OptionValue> options;

@@ -1,6 +1,9 @@
 #include "strategies/trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <thread>
 
 #include "strategies/registry.hpp"
 
@@ -18,6 +21,11 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
   if (l.tp > 1)
     if (std::string problem = w.model_kind().tp_problem(w, l.tp); !problem.empty()) throw CaseError("tp", problem);
   if (l.pp > 1 || !c.stage_layers.empty()) stage_blocks(w, l.pp, c.stage_layers);
+  if (c.slow_rank < -1 || c.slow_rank >= l.num_ranks())
+    throw CaseError("slow_rank", "slow_rank " + std::to_string(c.slow_rank) + " is not a rank of the case's " +
+                                     std::to_string(l.num_ranks()) + " (-1: none)");
+  if (!std::isfinite(c.slow_factor) || c.slow_factor < 1)
+    throw CaseError("slow_factor", "slow_factor must be a finite number >= 1");
 }
 
 namespace {
@@ -53,6 +61,10 @@ Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
 template <class T>
 double Trainer<T>::train_step(int step) {
   const double loss = pipeline_.run(sync_->hooks(step));
+  // An emulated straggler: the slow rank computes slow_factor times as long, before it
+  // synchronises (a sleep, so the other ranks' cores stay free).
+  if (ctx_.mesh.world().rank() == ctx_.config.slow_rank && ctx_.config.slow_factor > 1)
+    std::this_thread::sleep_for(std::chrono::duration<double>((ctx_.config.slow_factor - 1) * pipeline_.last_busy_s()));
   sync_->finish_step(step);
   // The loss is on the last stage, the same on every tp rank: count it once.
   const bool reports = pipeline_.last_stage() && ctx_.mesh.coord().tp == 0;
@@ -145,6 +157,10 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
                    &CaseConfig::microbatches),
       field_option("stage_layers", T::string, "-", "layers per pipeline stage, comma-separated (empty: balanced)",
                    &CaseConfig::stage_layers_text),
+      field_option("slow_rank", T::integer, "index",
+                   "emulated straggler: this rank computes slow_factor times as long each step (-1: none)",
+                   &CaseConfig::slow_rank),
+      field_option("slow_factor", T::number, "-", "how many times as long the slow rank computes", &CaseConfig::slow_factor),
   };
   // Reported by the zero_stage and schedule columns, resolved through the preset.
   if (!preset.dp)
