@@ -156,6 +156,133 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
   return o;
 }
 
+namespace {
+using Values = std::vector<SuiteValue>;
+const Values kDtypes = {"float64", "float32"};
+const Values kOptimizers = {"sgd", "adamw"};
+const Values kUneven = {"mlp-deep", "gpt-odd"};  // two column/row pairs under tp; V = 91
+const SuiteValue kDecay = 0.01;
+// AdamW's update m / sqrt(v) is scale-free, so a coordinate whose gradient is tiny through
+// cancellation turns its (large) relative rounding error into a full-size step: at lr 0.05
+// the reordering of tp's all-reduces alone gives 3.7e-12 on gpt-tiny after 5 steps (SGD:
+// 8e-16). At a realistic Adam lr the exact bound holds with margin.
+const SuiteValue kAdamLr = 0.001;
+// 24 samples split over dp 1-4 and over dp x m up to 8.
+const MatrixSetting kBatch = {"global_batch", {24}};
+
+// m in {1, pp, 2pp}: no pipelining, one microbatch per stage, and a steady state.
+Values microbatch_values(int pp) {
+  Values m = {1};
+  if (pp > 1) m.push_back(pp);
+  m.push_back(2 * pp);
+  return m;
+}
+
+// The schedules the case chooses from: every shipped one.
+Values schedule_values() {
+  Values out;
+  std::string names = schedule_names() + ", ";
+  for (size_t at = 0, end; (end = names.find(", ", at)) != std::string::npos; at = end + 2)
+    out.push_back(names.substr(at, end - at));
+  return out;
+}
+
+MatrixEntry entry(std::string name, std::vector<MatrixSetting> settings, bool shared = false) {
+  settings.push_back(kBatch);
+  return {std::move(name), std::move(settings), shared};
+}
+}  // namespace
+
+std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
+                                        const std::vector<OptionSpec>& options) {
+  auto declares = [&](const std::string& key) {
+    return std::any_of(options.begin(), options.end(), [&](const OptionSpec& o) { return o.key == key; });
+  };
+  // A setting only where the preset takes the key from the case.
+  auto if_declared = [&](const std::string& key, Values values) {
+    return declares(key) ? std::vector<MatrixSetting>{{key, std::move(values)}} : std::vector<MatrixSetting>{};
+  };
+  auto with = [](std::vector<MatrixSetting> a, const std::vector<MatrixSetting>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const bool dp = axes.find("dp") != std::string::npos, tp = axes.find("tp") != std::string::npos,
+             pp = axes.find("pp") != std::string::npos;
+  const MatrixSetting dtypes = {"dtype", kDtypes};
+  std::vector<MatrixEntry> m;
+  if (dp && (preset.dp || !(tp || pp))) {
+    m.push_back(entry("", {{"dp", {1, 2, 3, 4}}, dtypes, {"optimizer", kOptimizers}}));
+    const auto overlap = if_declared("overlap", {true});
+    if (!overlap.empty()) m.push_back(entry("overlap", with({{"dp", {2, 3, 4}}, dtypes}, overlap), true));
+    m.push_back(entry("wd-dp", {{"workload", {"mlp-deep"}}, {"weight_decay", {kDecay}}, {"optimizer", kOptimizers},
+                                {"dp", {3, 4}}, dtypes}, true));
+    m.push_back(entry("link", with({{"dp", {4}}, {"link", {LinkModel{2, 10}}}}, overlap), true));
+    if (preset.dp && preset.dp->zero_stage == 3 && declares("prefetch") && declares("reshard_after_forward"))
+      m.push_back(entry(name + "-options", {{"workload", {"mlp-small"}}, {"prefetch", {true, false}},
+                                            {"reshard_after_forward", {true, false}},
+                                            {"dp", {3, 4}}, dtypes}));
+  }
+  if (tp && !dp && !pp) {
+    const MatrixSetting tp24 = {"tp", {2, 4}};
+    m.push_back(entry("gpt-" + name, {{"workload", {"gpt-tiny"}}, {"tp", {1, 2, 4}}, dtypes}));
+    m.push_back(entry("mlp-" + name, {{"workload", {"mlp-tiny"}}, tp24, dtypes}));
+    m.push_back(entry("wd-" + name + "-sgd", {{"workload", kUneven}, {"weight_decay", {kDecay}}, tp24, dtypes}));
+    m.push_back(entry("wd-" + name + "-adamw", {{"workload", kUneven}, {"optimizer", {"adamw"}}, {"lr", {kAdamLr}},
+                                                {"weight_decay", {kDecay}}, tp24, dtypes}));
+    m.push_back(entry("uneven-" + name + "3", {{"workload", {"mlp-deep"}}, {"weight_decay", {kDecay}},
+                                              {"tp", {3}}, {"optimizer", kOptimizers}, dtypes}));
+  }
+  if (pp && !dp && !tp) {
+    for (int stages : {1, 2, 4})
+      m.push_back(entry("gpt-pp" + std::to_string(stages), {{"workload", {"gpt-tiny"}}, {"pp", {stages}},
+                                                            {"microbatches", microbatch_values(stages)}, dtypes}, true));
+    m.push_back(entry("mlp-pp2", {{"workload", {"mlp-tiny"}}, {"pp", {2}}, {"microbatches", microbatch_values(2)},
+                                  dtypes}, true));
+    m.push_back(entry("wd-pp2", {{"workload", kUneven}, {"weight_decay", {kDecay}}, {"pp", {2}},
+                                 {"microbatches", microbatch_values(2)}, dtypes}, true));
+    m.push_back(entry("wd-pp4-adamw", {{"workload", {"mlp-deep"}}, {"optimizer", {"adamw"}}, {"lr", {kAdamLr}},
+                                       {"weight_decay", {kDecay}}, {"pp", {4}},
+                                       {"microbatches", microbatch_values(4)}, dtypes}, true));
+  }
+  if (dp && tp && pp) {
+    auto mesh = [](int d, int t, int p) {
+      return std::vector<MatrixSetting>{{"dp", {d}}, {"tp", {t}}, {"pp", {p}}};
+    };
+    const std::string gpt = "gpt-" + name + "-";
+    const MatrixSetting gpt_tiny = {"workload", {"gpt-tiny"}};
+    const auto cube = mesh(2, 2, 2);
+    // Every schedule the preset takes from the case: at 2x2x2, and with each ZeRO stage
+    // where it takes that too.
+    const auto stages = if_declared("zero_stage", {1, 2, 3});
+    const auto schedules = if_declared("schedule", schedule_values());
+    m.push_back(entry(gpt + "2x2x2", with(with({gpt_tiny, dtypes}, cube), stages.empty() ? schedules : std::vector<MatrixSetting>{})));
+    m.push_back(entry(gpt + "4x2x1", with({gpt_tiny, dtypes}, mesh(4, 2, 1))));
+    m.push_back(entry(gpt + "2x1x4", with({gpt_tiny, dtypes}, mesh(2, 1, 4))));
+    m.push_back(entry(gpt + "1x2x4", with({gpt_tiny, dtypes}, mesh(1, 2, 4))));
+    if (!stages.empty()) m.push_back(entry(gpt + "2x2x2-zero", with(with({gpt_tiny, dtypes}, cube), with(stages, schedules))));
+    const auto overlap = if_declared("overlap", {true});
+    m.push_back(entry(gpt + "2x2x2-adamw",
+                      with(with({gpt_tiny, {"optimizer", {"adamw"}}, {"lr", {kAdamLr}}, dtypes}, cube), overlap)));
+    const auto zero_03 = if_declared("zero_stage", {0, 3});
+    m.push_back(entry("mlp-" + name + "-2x2x2", with(with({{"workload", {"mlp-tiny"}}, dtypes}, cube), zero_03)));
+    m.push_back(entry(gpt + "2x2x2-link", with(with({gpt_tiny, {"link", {LinkModel{5, 20}}}, dtypes}, cube), overlap)));
+    const MatrixSetting decay = {"weight_decay", {kDecay}};
+    m.push_back(entry("wd-" + name + "-sgd",
+                      with(with({{"workload", kUneven}, decay, dtypes}, cube),
+                           if_declared("zero_stage", {0, 1, 2, 3}))));
+    m.push_back(entry("wd-" + name + "-adamw",
+                      with(with({{"workload", kUneven}, {"optimizer", {"adamw"}}, {"lr", {kAdamLr}}, decay, dtypes}, cube),
+                           with(zero_03, overlap))));
+    m.push_back(entry("wd-" + name + "-2x2x2",
+                      with(with({{"workload", {"mlp-deep"}}, decay, {"microbatches", microbatch_values(2)}, dtypes}, cube),
+                           schedules)));
+    m.push_back(entry("uneven-" + name + "-1x3x2",
+                      with(with({{"workload", {"mlp-deep"}}, {"microbatches", {4}}, dtypes}, mesh(1, 3, 2)),
+                           zero_03)));
+  }
+  return m;
+}
+
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
   auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
@@ -167,6 +294,7 @@ StrategyInfo trainer_entry(std::string name, std::string description, std::strin
   info.zero_stage = preset.dp ? preset.dp->zero_stage : -1;
   info.schedule = preset.schedule ? preset.schedule->name() : "";
   info.options = trainer_options(preset);
+  info.matrix = trainer_matrix(info.name, axes, preset, info.options);
   return info;
 }
 
