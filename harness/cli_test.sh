@@ -188,6 +188,25 @@ check "oversubscribed run: the warning names mpi_yield_when_idle" has l.err "mpi
 check "env.json: oversubscribed true" envcheck out_l True
 check "cases.csv: oversubscribed 1 for both cases" test "$(column out_l/cases.csv oversubscribed)" = "1 1"
 
+# (m) a [[generate]] table naming an unknown strategy: exit 2 before anything runs.
+cat >bad_generate.toml <<'EOF'
+[[generate]]
+strategies = ["ddp", "dpp"]
+EOF
+run m "${NP2[@]}" run bad_generate.toml --out out_m --quiet
+check "unknown generated strategy exits 2 (got $rc)" test "$rc" -eq 2
+check "unknown generated strategy: stderr names file:line and key" has m.err "bad_generate.toml:2: key 'strategies': unknown strategy 'dpp'"
+check "unknown generated strategy: --out dir not created" test ! -e out_m
+
+# (n) matrix prints a strategy's conformance matrix as suite tables, or its case names.
+run n "$BIN" matrix fsdp
+check "matrix exits 0 (got $rc)" test "$rc" -eq 0
+check "matrix shows fsdp's options entry" has n.out 'name = "fsdp-options"'
+run n2 "$BIN" matrix --cases fsdp
+check "matrix --cases lists fsdp's cases" has n2.out "fsdp-options-dp3-float64-prefetch-reshard_after_forward"
+run n3 "$BIN" matrix fdsp
+check "matrix of an unknown strategy exits 2 (got $rc)" test "$rc" -eq 2
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"
   exit 1
