@@ -59,7 +59,8 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
 // microbatches, stage_layers, and zero_stage / schedule where the preset does not fix them.
 std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
 
-// The conformance matrix of a trainer preset, derived from its axes and options:
+// The conformance matrix of a trainer preset, derived from its axes and options
+// (trainer_matrix.cpp; `ptsuite matrix NAME` prints it):
 //   dp alone, or any preset fixing its dp algorithm: dp 1-4 with SGD and AdamW; overlap at
 //     dp 2-4; weight decay on mlp-deep at dp 3 (every unit padded) and 4; a link; and at
 //     ZeRO stage 3 prefetch x reshard_after_forward on mlp-small;
@@ -71,7 +72,7 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
 //   dp tp pp: gpt-tiny meshes 2x2x2, 4x2x1, 2x1x4, 1x2x4; every ZeRO stage and schedule
 //     it takes from the case; AdamW; a link; weight decay on mlp-deep and gpt-odd with m in
 //     {1, pp, 2pp}; mlp-deep at tp 3 under pp 2.
-// Every entry runs float64 (exact) and float32 (precision) except the link's.
+// Every entry runs float64 (exact) and float32 (precision) except the dp link's.
 std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
                                         const std::vector<OptionSpec>& options);
 
