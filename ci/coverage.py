@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Conformance coverage from two run directories.
 
-    python3 ci/coverage.py CONFORMANCE_RUN PLANTED_RUN [--markdown FILE]
+    python3 ci/coverage.py CONFORMANCE_RUN PLANTED_RUN [--shipped A,B] [--matrix FILE] [--markdown FILE]
 
 CONFORMANCE_RUN is a run of suite/conformance.toml, PLANTED_RUN one of strategies/testing/planted.toml
 (by build/ptsuite_planted). Per strategy: the cases, the dtypes and optimizers, and every
 communication operation it states, with the number of cases in which the operation was both
 stated and counted with calls > 0. Per planted bug: the checks that failed it. Exit status 1
 when a strategy states an operation that no case exercises, a shipped strategy is missing
-from the conformance run, a case failed there, or a planted bug passed every check.
+from the conformance run, a case of a strategy's conformance matrix (FILE: `ptsuite matrix
+--cases`, one name a line) is missing from it, a case failed there, or a planted bug passed
+every check.
 """
 import argparse
 import sys
@@ -74,6 +76,7 @@ def main(argv=None):
     ap.add_argument("planted", type=Path)
     ap.add_argument("--markdown", type=Path, help="also write the tables here")
     ap.add_argument("--shipped", default="", help="comma-separated strategies that must appear")
+    ap.add_argument("--matrix", type=Path, help="case names that must appear (ptsuite matrix --cases)")
     args = ap.parse_args(argv)
     try:
         cases = pd.read_csv(args.conformance / "cases.csv")
@@ -88,6 +91,11 @@ def main(argv=None):
     for s in filter(None, args.shipped.split(",")):
         if s not in set(cases.strategy):
             problems.append(f"{s}: shipped but not in the conformance run")
+    if args.matrix:
+        ran = set(cases.case)
+        for name in args.matrix.read_text().splitlines():
+            if name and not name.startswith("#") and name not in ran:
+                problems.append(f"{name}: in a strategy's conformance matrix but not in the conformance run")
     text = ("## Strategies in the conformance suite\n\n" + markdown(strat) +
             "\n\n## Planted bugs and the checks that caught them\n\n" + markdown(bugs) + "\n")
     print(text)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Conformance coverage: runs suite/conformance.toml (build/ptsuite) and strategies/testing/planted.toml
 # (build/ptsuite_planted, the test build with the planted bugs) on 8 ranks, then
-# ci/coverage.py: every shipped strategy has conformance cases, every operation a strategy
+# ci/coverage.py: every shipped strategy has conformance cases, every case of every
+# strategy's conformance matrix (ptsuite matrix --cases) ran, every operation a strategy
 # states is exercised with calls > 0 by some case, every case passes, and every planted bug
 # fails at least one check (the table names which). Usage: ci/coverage.sh [OUT_DIR]
 # (default: a temporary directory); OUT_DIR/coverage.md holds the tables.
@@ -15,4 +16,6 @@ mkdir -p "$out"
 [[ -f "$out/planted/cases.csv" ]] || { tail -20 "$out/planted.log"; exit 1; }
 # The shipped strategies (single is the oracle itself).
 shipped=$(build/ptsuite list | sed -n '/^strategies:/,/^strategy options/p' | awk '/^  [a-z]/ {print $1}' | grep -vx single | paste -sd,)
-python3 ci/coverage.py "$out/conformance" "$out/planted" --shipped "$shipped" --markdown "$out/coverage.md"
+build/ptsuite matrix --cases >"$out/matrix.txt"
+python3 ci/coverage.py "$out/conformance" "$out/planted" --shipped "$shipped" --matrix "$out/matrix.txt" \
+  --markdown "$out/coverage.md"

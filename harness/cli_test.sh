@@ -225,6 +225,25 @@ for c in cases:
 "; }
 check "target suite: wall_s sums step times, the first step reaches the target" targetcheck
 
+# (o) a [[generate]] table naming an unknown strategy: exit 2 before anything runs.
+cat >bad_generate.toml <<'EOF'
+[[generate]]
+strategies = ["ddp", "dpp"]
+EOF
+run o "${NP2[@]}" run bad_generate.toml --out out_o --quiet
+check "unknown generated strategy exits 2 (got $rc)" test "$rc" -eq 2
+check "unknown generated strategy: stderr names file:line and key" has o.err "bad_generate.toml:2: key 'strategies': unknown strategy 'dpp'"
+check "unknown generated strategy: --out dir not created" test ! -e out_o
+
+# (p) matrix prints a strategy's conformance matrix as suite tables, or its case names.
+run p "$BIN" matrix fsdp
+check "matrix exits 0 (got $rc)" test "$rc" -eq 0
+check "matrix shows fsdp's options entry" has p.out 'name = "fsdp-options"'
+run p2 "$BIN" matrix --cases fsdp
+check "matrix --cases lists fsdp's cases" has p2.out "fsdp-options-dp3-float64-prefetch-reshard_after_forward"
+run p3 "$BIN" matrix fdsp
+check "matrix of an unknown strategy exits 2 (got $rc)" test "$rc" -eq 2
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"
   exit 1

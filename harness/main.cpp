@@ -1,4 +1,4 @@
-// ptsuite: the command line. Subcommands list, run and schema; run under mpirun.
+// ptsuite: the command line. Subcommands list, matrix, run and schema; run under mpirun.
 // Exit status: 0 all cases pass, 1 a case failed a check, 2 bad input (nothing ran).
 #include <mpi.h>
 
@@ -23,6 +23,9 @@ void list(const pts::StrategyRegistry& registry) {
     std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
     if (s.reference.kind != "oracle")
       std::printf("  %-16s   checked against its %s, %s\n", "", s.reference.kind.c_str(), s.reference.strategy.c_str());
+    if (!s.matrix.empty())
+      std::printf("  %-16s   conformance matrix: %zu cases (ptsuite matrix %s)\n", "",
+                  pts::matrix_suite(registry, s.name).cases.size(), s.name.c_str());
   }
   std::printf("strategy options (suite keys a strategy declares; default in brackets):\n");
   for (const auto& o : registry.options())
@@ -45,6 +48,28 @@ void list(const pts::StrategyRegistry& registry) {
   std::printf("\n");
 }
 
+// The conformance matrices of `names` (every strategy's when empty): the suite tables, or
+// with `cases` the names of the cases they expand to.
+void matrix(const pts::StrategyRegistry& registry, const std::vector<std::string>& names, bool cases) {
+  std::vector<const pts::StrategyInfo*> chosen;
+  for (const auto& name : names) {
+    const pts::StrategyInfo* s = registry.find(name);
+    if (!s) throw pts::ConfigError("unknown strategy '" + name + "'; known: " + registry.names());
+    chosen.push_back(s);
+  }
+  if (names.empty())
+    for (const auto& s : registry.all()) chosen.push_back(&s);
+  for (const pts::StrategyInfo* s : chosen) {
+    if (s->matrix.empty()) {
+      std::printf("# %s: no conformance matrix\n", s->name.c_str());
+    } else if (cases) {
+      for (const auto& c : pts::matrix_suite(registry, s->name).cases) std::printf("%s\n", c.name.c_str());
+    } else {
+      std::printf("%s\n", pts::matrix_text(*s).c_str());
+    }
+  }
+}
+
 std::string default_out_dir(const std::string& suite_path) {
   std::time_t now = std::time(nullptr);
   char stamp[32];
@@ -62,6 +87,11 @@ int main(int argc, char** argv) {
   CLI::App app{"ptsuite: conformance and benchmark suite for parallel training strategies"};
   app.require_subcommand(1);
   auto* list_cmd = app.add_subcommand("list", "strategies, workloads (with parameter counts) and suite files");
+  auto* matrix_cmd = app.add_subcommand("matrix", "the conformance matrix a strategy's registry entry declares");
+  std::vector<std::string> matrix_names;
+  bool matrix_cases = false;
+  matrix_cmd->add_option("strategy", matrix_names, "strategies (default: all)");
+  matrix_cmd->add_flag("--cases", matrix_cases, "print the names of the cases instead of the matrix entries");
   auto* schema_cmd = app.add_subcommand("schema", "print results/SCHEMA.md, generated from the code");
   auto* run_cmd = app.add_subcommand("run", "run a suite file (under mpirun)");
   std::string suite_path, out_dir, filter;
@@ -82,6 +112,8 @@ int main(int argc, char** argv) {
 #endif
     if (*list_cmd) {
       if (rank == 0) list(registry);
+    } else if (*matrix_cmd) {
+      if (rank == 0) matrix(registry, matrix_names, matrix_cases);
     } else if (*schema_cmd) {
       if (rank == 0) std::fputs(pts::schema_markdown().c_str(), stdout);
     } else if (*run_cmd) {

@@ -3,13 +3,16 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "core/error.hpp"
 #include "workloads/tokens.hpp"
@@ -114,9 +117,13 @@ std::string label(const std::string& key, const toml::node& v) {
 struct Setting {
   std::string key;
   const toml::node* value;  // a scalar or an array (a matrix axis)
-  bool from_defaults = false;
+  bool from_defaults = false;  // [defaults] or a [[generate]] table: options apply where declared
   const OptionSpec* option = nullptr;  // a strategy's declared option; null: a harness key
+  int fixed_line = 0;  // a generated table's nodes have no source: the [[generate]] line
 };
+
+// The line an error about node `n` of setting `s` names.
+int line_in(const Setting& s, const toml::node& n) { return s.fixed_line ? s.fixed_line : line_of(n); }
 
 Kind kind_of(OptionType t) {
   switch (t) {
@@ -139,11 +146,15 @@ OptionValue option_value(OptionType t, const toml::node& n) {
 }
 
 // Appends the settings of `table` (defaults or one case), overriding earlier ones. Keys are
-// the harness's (key_specs) or options some registered strategy declares (`options`).
+// the harness's (key_specs) or options some registered strategy declares (`options`). A
+// table built from a matrix entry has no source lines: `fixed_line` stands for them. `skip`
+// is a key the caller reads itself.
 void collect(const toml::table& table, const std::string& path, const std::vector<OptionSpec>& options,
-             bool from_defaults, std::vector<Setting>& out) {
+             bool from_defaults, std::vector<Setting>& out, int fixed_line = 0, std::string_view skip = {}) {
+  auto line_of = [fixed_line](const toml::node& n) { return fixed_line ? fixed_line : pts::line_of(n); };
   for (auto&& [k, v] : table) {
     std::string key(k.str());
+    if (key == skip) continue;
     const auto& specs = key_specs();
     auto spec = specs.find(key);
     const OptionSpec* option = nullptr;
@@ -188,13 +199,13 @@ void collect(const toml::table& table, const std::string& path, const std::vecto
       check_kind(v);
     }
     std::erase_if(out, [&](const Setting& s) { return s.key == key; });
-    out.push_back({key, &v, from_defaults, option});
+    out.push_back({key, &v, from_defaults, option, fixed_line});
   }
 }
 
 int source_line(const std::vector<Setting>& settings, const std::string& key, int fallback) {
   for (const auto& s : settings)
-    if (s.key == key) return line_of(*s.value);
+    if (s.key == key) return line_in(s, *s.value);
   return fallback;
 }
 
@@ -292,6 +303,165 @@ bool next_combination(std::vector<size_t>& idx, const std::vector<const Setting*
   return false;
 }
 
+// Expands one table's settings (defaults first, then the table's) into cases: the cartesian
+// product of every list, each case named from the values that vary. `line` is the table's;
+// `shared_stem`: a matrix entry's name several strategies share (MatrixEntry::shared).
+void expand(const std::vector<Setting>& settings, int line, bool shared_stem, const std::string& path,
+            const StrategyRegistry& registry, int world_size, Suite& suite, std::map<std::string, int>& name_lines) {
+  // Matrix axes: every setting whose value is a list, in key order (toml++ sorts table keys).
+  // Without a name the strategy is the stem of every generated name, not a label; under a
+  // name it is a label where it varies, or where the stem is shared.
+  const bool named = std::any_of(settings.begin(), settings.end(), [](const Setting& s) { return s.key == "name"; });
+  std::vector<const Setting*> axes;
+  for (const auto& s : settings)
+    if (s.value->is_array()) axes.push_back(&s);
+  std::vector<size_t> idx(axes.size(), 0);
+  for (;;) {
+    CaseConfig c;
+    std::vector<std::string> labels;
+    std::string given_name;
+    std::vector<std::pair<const Setting*, const toml::node*>> chosen;
+    for (const auto& s : settings) {
+      const toml::node* v = s.value;
+      bool varies = false;
+      if (const toml::array* a = v->as_array()) {
+        size_t axis = std::find(axes.begin(), axes.end(), &s) - axes.begin();
+        v = a->get(idx[axis]);
+        varies = a->size() > 1;
+      }
+      if (s.key == "strategy" ? named && (varies || shared_stem) : varies) labels.push_back(label(s.key, *v));
+      chosen.emplace_back(&s, v);
+      if (!s.option) key_specs().at(s.key).set(c, *v);
+      if (s.key == "name") given_name = c.name;
+    }
+    // The strategy's options: declared defaults, then the settings. A [defaults] value of
+    // an option the case's strategy does not declare is for other cases; one set in the
+    // case itself is an error.
+    if (const StrategyInfo* info = registry.find(c.strategy)) {
+      for (const OptionSpec& o : info->options)
+        if (!o.set) c.options[o.key] = o.default_value;
+      for (const auto& [s, v] : chosen) {
+        if (!s->option) continue;
+        const OptionSpec* mine = info->option(s->key);
+        if (mine) mine->assign(c, option_value(mine->type, *v));
+        else if (!s->from_defaults)
+          fail(path, line_in(*s, *v), s->key, "is not an option of strategy '" + c.strategy + "'; declared by: " +
+                                                  registry.declaring(s->key));
+      }
+    }
+    std::string name = given_name.empty() ? c.strategy : given_name;
+    for (const auto& l : labels) name += "-" + l;
+    c.name = name;
+    if (!c.stage_layers_text.empty())
+      c.stage_layers = parse_stage_layers(c.stage_layers_text, path, source_line(settings, "stage_layers", line));
+    validate_case(c, settings, line, path, registry, world_size);
+    if (auto it = name_lines.find(c.name); it != name_lines.end())
+      fail(path, line, "name", "case name '" + c.name + "' is also generated by the case at line " +
+                                          std::to_string(it->second) + "; give the cases distinct names");
+    name_lines[c.name] = line;
+    suite.cases.push_back(std::move(c));
+    if (!next_combination(idx, axes)) break;
+  }
+}
+
+// Calls put(x) with `v` as a value toml++ stores: a link becomes its table.
+template <class Put>
+void put_toml(const SuiteValue& v, Put put) {
+  std::visit(
+      [&](const auto& x) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, LinkModel>)
+          put(toml::table{{"bus_gbps", x.bus_gbps}, {"latency_us", x.latency_us}});
+        else put(x);
+      },
+      v);
+}
+
+// A matrix entry as the [[case]] table that says the same (without its name).
+toml::table entry_table(const MatrixEntry& e) {
+  toml::table t;
+  for (const MatrixSetting& s : e.settings) {
+    if (s.values.size() == 1) {
+      put_toml(s.values[0], [&](auto&& x) { t.insert_or_assign(s.key, x); });
+    } else {
+      toml::array a;
+      for (const SuiteValue& v : s.values) put_toml(v, [&](auto&& x) { a.push_back(x); });
+      t.insert_or_assign(s.key, std::move(a));
+    }
+  }
+  return t;
+}
+
+// The strategies a [[generate]] table's `strategies` names: "*" (every strategy with a
+// matrix), one name or a list of names.
+std::vector<const StrategyInfo*> generated_strategies(const toml::table& g, const std::string& path,
+                                                      const StrategyRegistry& registry) {
+  const toml::node* sel = g.get("strategies");
+  const int line = sel ? line_of(*sel) : line_of(g);
+  const std::string usage = "write strategies = \"*\" (every strategy) or a list of strategy names";
+  if (!sel) fail(path, line, "strategies", "a [[generate]] table needs it; " + usage);
+  std::vector<const StrategyInfo*> out;
+  if (sel->is_string() && as_str(*sel) == "*") {
+    for (const StrategyInfo& s : registry.all())
+      if (!s.matrix.empty()) out.push_back(&s);
+    return out;
+  }
+  std::vector<const toml::node*> names;
+  if (const toml::array* a = sel->as_array())
+    for (const auto& n : *a) names.push_back(&n);
+  else names.push_back(sel);
+  if (names.empty()) fail(path, line, "strategies", "an empty list generates no cases; " + usage);
+  for (const toml::node* n : names) {
+    if (!n->is_string()) fail(path, line_of(*n), "strategies", "must be strings; " + usage);
+    const std::string name = as_str(*n);
+    const StrategyInfo* s = registry.find(name);
+    if (!s) fail(path, line_of(*n), "strategies", "unknown strategy '" + name + "'; known: " + registry.names());
+    if (s->matrix.empty())
+      fail(path, line_of(*n), "strategies", "strategy '" + name + "' declares no conformance matrix (ptsuite matrix " +
+                                                name + "); write [[case]] tables for it");
+    out.push_back(s);
+  }
+  return out;
+}
+
+// A [[generate]] table: the cases of each selected strategy's matrix entries, with the
+// suite's [defaults] under an entry and the table's own settings over it.
+void expand_generate(const toml::table& g, const std::vector<Setting>& defaults, const std::vector<OptionSpec>& options,
+                     const std::string& path, const StrategyRegistry& registry, int world_size, Suite& suite,
+                     std::map<std::string, int>& name_lines) {
+  const std::vector<const StrategyInfo*> strategies = generated_strategies(g, path, registry);
+  for (const char* key : {"name", "strategy"})
+    if (const toml::node* n = g.get(key))
+      fail(path, line_of(*n), key, "cannot be set in a [[generate]] table: each case is named after, and runs, "
+                                   "its strategy's matrix entry; choose strategies with `strategies`");
+  std::vector<Setting> over;
+  collect(g, path, options, true, over, 0, "strategies");
+  for (const Setting& s : over)
+    if (s.option && std::none_of(strategies.begin(), strategies.end(), [&](const StrategyInfo* i) { return i->option(s.key); }))
+      fail(path, line_of(*s.value), s.key, "no strategy this [[generate]] selects declares it; declared by: " +
+                                               registry.declaring(s.key));
+  const int line = line_of(g);
+  for (const StrategyInfo* strategy : strategies) {
+    for (const MatrixEntry& entry : strategy->matrix) {
+      toml::table t = entry_table(entry);
+      t.insert_or_assign("strategy", strategy->name);
+      if (!entry.name.empty()) t.insert_or_assign("name", entry.name);
+      std::vector<Setting> settings = defaults;
+      try {
+        collect(t, path, options, false, settings, line);
+        for (const Setting& s : over) {
+          std::erase_if(settings, [&](const Setting& k) { return k.key == s.key; });
+          settings.push_back(s);
+        }
+        expand(settings, line, entry.shared, path, registry, world_size, suite, name_lines);
+      } catch (const ConfigError& e) {
+        throw ConfigError(std::string(e.what()) + " (in the cases generated for strategy '" + strategy->name +
+                          "' by its matrix entry '" + (entry.name.empty() ? strategy->name : entry.name) +
+                          "'; see ptsuite matrix " + strategy->name + ")");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
@@ -321,78 +491,77 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
     } else if (key == "defaults") {
       if (!v.is_table()) fail(path, line_of(v), key, "must be a table: [defaults]");
       collect(*v.as_table(), path, options, true, defaults);
-    } else if (key == "case") {
+    } else if (key == "case" || key == "generate") {
       if (!v.is_array_of_tables() || v.as_array()->empty())
-        fail(path, line_of(v), key, "must be one or more [[case]] tables");
+        fail(path, line_of(v), key, "must be one or more [[" + key + "]] tables");
     } else {
-      fail(path, line_of(v), key, "unknown top-level key; a suite has description, [defaults] and [[case]] tables");
+      fail(path, line_of(v), key,
+           "unknown top-level key; a suite has description, [defaults], [[generate]] and [[case]] tables");
     }
   }
   const toml::array* cases = root["case"].as_array();
-  if (!cases || cases->empty()) throw ConfigError(path + ": no [[case]] tables; nothing to run");
+  const toml::array* generated = root["generate"].as_array();
+  if (!cases && !generated) throw ConfigError(path + ": no [[case]] or [[generate]] tables; nothing to run");
 
   std::map<std::string, int> name_lines;
-  for (const auto& case_node : *cases) {
-    const toml::table& table = *case_node.as_table();
-    const int case_line = line_of(table);
-    std::vector<Setting> settings = defaults;
-    collect(table, path, options, false, settings);
+  if (generated)
+    for (const auto& g : *generated)
+      expand_generate(*g.as_table(), defaults, options, path, registry, world_size, suite, name_lines);
+  if (cases)
+    for (const auto& case_node : *cases) {
+      const toml::table& table = *case_node.as_table();
+      std::vector<Setting> settings = defaults;
+      collect(table, path, options, false, settings);
+      expand(settings, line_of(table), false, path, registry, world_size, suite, name_lines);
+    }
+  return suite;
+}
 
-    // Matrix axes: every setting whose value is a list, in key order (toml++ sorts table keys).
-    // Without a name the strategy is the stem of every generated name, not a label.
-    const bool named = std::any_of(settings.begin(), settings.end(), [](const Setting& s) { return s.key == "name"; });
-    std::vector<const Setting*> axes;
-    for (const auto& s : settings)
-      if (s.value->is_array()) axes.push_back(&s);
-    std::vector<size_t> idx(axes.size(), 0);
-    for (;;) {
-      CaseConfig c;
-      std::vector<std::string> labels;
-      std::string given_name;
-      std::vector<std::pair<const Setting*, const toml::node*>> chosen;
-      for (const auto& s : settings) {
-        const toml::node* v = s.value;
-        if (const toml::array* a = v->as_array()) {
-          size_t axis = std::find(axes.begin(), axes.end(), &s) - axes.begin();
-          v = a->get(idx[axis]);
-          // The strategy is the stem of a generated name already; other keys add a label.
-          if (a->size() > 1 && !(s.key == "strategy" && !named))
-            labels.push_back(label(s.key, *v));
-        }
-        chosen.emplace_back(&s, v);
-        if (!s.option) key_specs().at(s.key).set(c, *v);
-        if (s.key == "name") given_name = c.name;
+std::string matrix_text(const StrategyInfo& info) {
+  auto text = [](const SuiteValue& v) {
+    return std::visit(
+        [](const auto& x) -> std::string {
+          using X = std::decay_t<decltype(x)>;
+          auto num = [](double d) {
+            char buf[32];
+            return std::string(buf, std::to_chars(buf, buf + sizeof buf, d).ptr);
+          };
+          if constexpr (std::is_same_v<X, std::string>) return "\"" + x + "\"";
+          else if constexpr (std::is_same_v<X, bool>) return x ? "true" : "false";
+          else if constexpr (std::is_same_v<X, double>) return num(x);
+          else if constexpr (std::is_same_v<X, LinkModel>)
+            return "{ bus_gbps = " + num(x.bus_gbps) + ", latency_us = " + num(x.latency_us) + " }";
+          else return std::to_string(x);
+        },
+        v);
+  };
+  size_t total = 0;
+  std::ostringstream body;
+  for (const MatrixEntry& e : info.matrix) {
+    size_t n = 1;
+    for (const MatrixSetting& s : e.settings) n *= s.values.size();
+    total += n;
+    body << "\n[[case]]  # " << n << (n == 1 ? " case" : " cases")
+         << (e.shared ? "; named with the strategy too (other strategies share the name)" : "") << "\n";
+    if (!e.name.empty()) body << "name = \"" << e.name << "\"\n";
+    body << "strategy = \"" << info.name << "\"\n";
+    for (const MatrixSetting& s : e.settings) {
+      body << s.key << " = ";
+      if (s.values.size() == 1) {
+        body << text(s.values[0]) << "\n";
+        continue;
       }
-      // The strategy's options: declared defaults, then the settings. A [defaults] value of
-      // an option the case's strategy does not declare is for other cases; one set in the
-      // case itself is an error.
-      if (const StrategyInfo* info = registry.find(c.strategy)) {
-        for (const OptionSpec& o : info->options)
-          if (!o.set) c.options[o.key] = o.default_value;
-        for (const auto& [s, v] : chosen) {
-          if (!s->option) continue;
-          const OptionSpec* mine = info->option(s->key);
-          if (mine) mine->assign(c, option_value(mine->type, *v));
-          else if (!s->from_defaults)
-            fail(path, line_of(*v), s->key, "is not an option of strategy '" + c.strategy + "'; declared by: " +
-                                                registry.declaring(s->key));
-        }
-      }
-      std::string name = given_name.empty() ? c.strategy : given_name;
-      for (const auto& l : labels) name += "-" + l;
-      c.name = name;
-      if (!c.stage_layers_text.empty())
-        c.stage_layers = parse_stage_layers(c.stage_layers_text, path, source_line(settings, "stage_layers", case_line));
-      validate_case(c, settings, case_line, path, registry, world_size);
-      if (auto it = name_lines.find(c.name); it != name_lines.end())
-        fail(path, case_line, "name", "case name '" + c.name + "' is also generated by the case at line " +
-                                          std::to_string(it->second) + "; give the cases distinct names");
-      name_lines[c.name] = case_line;
-      suite.cases.push_back(std::move(c));
-      if (!next_combination(idx, axes)) break;
+      for (size_t k = 0; k < s.values.size(); ++k) body << (k ? ", " : "[") << text(s.values[k]);
+      body << "]\n";
     }
   }
-  return suite;
+  return "# " + info.name + ": " + std::to_string(total) + " cases from " + std::to_string(info.matrix.size()) +
+         " matrix entries, what [[generate]] strategies = [\"" + info.name + "\"] expands to\n" + body.str();
+}
+
+Suite matrix_suite(const StrategyRegistry& registry, const std::string& strategy) {
+  return parse_suite("[[generate]]\nstrategies = [\"" + strategy + "\"]\n", "ptsuite matrix " + strategy, registry,
+                     std::numeric_limits<int>::max());
 }
 
 Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size) {

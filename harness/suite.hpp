@@ -1,7 +1,11 @@
 // Suite files (TOML): [defaults], then [[case]] tables. A list value expands as a matrix
 // (the cartesian product over every listed key), and each expanded case is named from the
-// values that vary, in key order: strategy (or name), then e.g. dp2, float32, sgd. The whole file is validated, layouts included, before anything runs;
-// every error names the file, line and key.
+// values that vary, in key order: strategy (or name), then e.g. dp2, float32, sgd.
+// A [[generate]] table expands the conformance matrices of the strategies it names
+// (`strategies = "*"` or a list) from their registry entries (StrategyInfo::matrix): each
+// matrix entry as if it were a [[case]] table, with [defaults] under it and the [[generate]]
+// table's own settings over it. The whole file is validated, layouts included, before
+// anything runs; every error names the file, line and key.
 #pragma once
 #include <string>
 #include <vector>
@@ -20,6 +24,12 @@ struct Suite {
 Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size);
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
                   int world_size);
+
+// A strategy's conformance matrix as suite text: one [[case]] table per entry, each with
+// the number of cases it expands to (`ptsuite matrix`).
+std::string matrix_text(const StrategyInfo& info);
+// The cases `[[generate]] strategies = ["STRATEGY"]` expands to, on any number of ranks.
+Suite matrix_suite(const StrategyRegistry& registry, const std::string& strategy);
 
 // The keys a case accepts, for `ptsuite list` and error messages.
 std::vector<std::string> suite_keys(const StrategyRegistry& registry);

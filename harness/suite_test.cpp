@@ -11,6 +11,7 @@
 #include "harness/schema.hpp"
 #include "harness/suite.hpp"
 #include "strategies/testing/broken_strategies.hpp"
+#include "strategies/trainer.hpp"
 #include "workloads/workload.hpp"
 
 namespace pts {
@@ -657,8 +658,8 @@ TEST(SuiteErrors, NoCaseTables) {
 [defaults]
 steps = 4
 )");
-  EXPECT_EQ(e, "test.toml: no [[case]] tables; nothing to run");
-  EXPECT_EQ(error_of(""), "test.toml: no [[case]] tables; nothing to run");
+  EXPECT_EQ(e, "test.toml: no [[case]] or [[generate]] tables; nothing to run");
+  EXPECT_EQ(error_of(""), "test.toml: no [[case]] or [[generate]] tables; nothing to run");
 }
 
 TEST(SuiteErrors, UnknownTopLevelKey) {
@@ -670,6 +671,288 @@ strategy = "single"
 steps = 2
 )");
   EXPECT_TRUE(contains(e, "test.toml:5: key 'cases': unknown top-level key"));
+}
+
+// --- [[generate]]: cases from the registry's conformance matrices -------------------------
+
+// A strategy registered with one line, as a user adds one: a trainer preset over dp.
+StrategyRegistry registry_with(StrategyInfo extra) {
+  StrategyRegistry r = builtin_strategies();
+  r.add(std::move(extra));
+  return r;
+}
+StrategyInfo new_dp_strategy() {
+  return trainer_entry("ddp-new", "a dp algorithm only this test registers", "dp",
+                       {dp_algorithm_for_stage(0), find_schedule("1f1b"), nullptr});
+}
+
+size_t matrix_size(const StrategyInfo& info) {
+  size_t total = 0;
+  for (const MatrixEntry& e : info.matrix) {
+    size_t n = 1;
+    for (const MatrixSetting& s : e.settings) n *= s.values.size();
+    total += n;
+  }
+  return total;
+}
+
+std::vector<std::string> names_of(const Suite& s, const std::string& strategy) {
+  std::vector<std::string> n;
+  for (const auto& c : s.cases)
+    if (c.strategy == strategy) n.push_back(c.name);
+  return n;
+}
+
+// The point of the matrix: a strategy added with one registry line is in the shipped
+// conformance suite, on its whole matrix, with no edit to the suite file.
+TEST(Generate, ANewStrategyIsInTheConformanceSuiteWithNoEditToIt) {
+  const StrategyRegistry with_new = registry_with(new_dp_strategy());
+  const auto file = std::filesystem::path(__FILE__).parent_path().parent_path() / "suite" / "conformance.toml";
+  const Suite before = load_suite(file.string(), registry(), 8);
+  const Suite after = load_suite(file.string(), with_new, 8);
+  EXPECT_TRUE(names_of(before, "ddp-new").empty());
+  const std::vector<std::string> added = names_of(after, "ddp-new");
+  EXPECT_EQ(added.size(), 31u);
+  EXPECT_EQ(added.size(), matrix_size(*with_new.find("ddp-new")));
+  EXPECT_EQ(after.cases.size(), before.cases.size() + added.size());
+  // Named as ddp's cases are, with its own name in place of ddp's.
+  for (const std::string& name : {"ddp-new-dp1-float64-sgd", "ddp-new-dp4-float32-adamw", "overlap-dp3-float64-ddp-new",
+                                  "wd-dp-dp3-float32-adamw-ddp-new", "link-ddp-new"})
+    EXPECT_NE(std::find(added.begin(), added.end(), name), added.end()) << name;
+  // ...and configured from the suite's [defaults] under the matrix entry.
+  for (const CaseConfig& c : after.cases) {
+    if (c.strategy != "ddp-new") continue;
+    EXPECT_EQ(c.steps, 5) << c.name;
+    EXPECT_EQ(c.global_batch, 24) << c.name;
+    EXPECT_EQ(c.bucket_bytes, 4096) << c.name;
+  }
+}
+
+// Every shipped strategy but the oracle has a matrix, and the conformance suite holds all of it.
+TEST(Generate, TheConformanceSuiteHoldsEveryShippedMatrix) {
+  const auto file = std::filesystem::path(__FILE__).parent_path().parent_path() / "suite" / "conformance.toml";
+  const Suite s = load_suite(file.string(), registry(), 8);
+  for (const StrategyInfo& info : registry().all()) {
+    SCOPED_TRACE(info.name);
+    EXPECT_EQ(info.matrix.empty(), info.name == "single");
+    if (info.matrix.empty()) continue;
+    const Suite alone = matrix_suite(registry(), info.name);
+    EXPECT_EQ(alone.cases.size(), matrix_size(info));
+    const std::vector<std::string> in_suite = names_of(s, info.name);
+    for (const CaseConfig& c : alone.cases)
+      EXPECT_NE(std::find(in_suite.begin(), in_suite.end(), c.name), in_suite.end()) << c.name;
+  }
+}
+
+// Each preset kind's matrix covers what issue 8 asks of it.
+TEST(Generate, TrainerMatricesFollowTheirAxes) {
+  auto cases = [](const std::string& strategy) { return matrix_suite(registry(), strategy).cases; };
+  auto has = [](const std::vector<CaseConfig>& cs, auto pred) { return std::any_of(cs.begin(), cs.end(), pred); };
+  for (const std::string& s : {"ddp", "zero1", "zero2", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "ddp-2phase", "hybrid"}) {
+    SCOPED_TRACE(s);
+    const auto cs = cases(s);
+    for (const std::string& dtype : {"float64", "float32"})
+      for (const std::string& opt : {"sgd", "adamw"})
+        EXPECT_TRUE(has(cs, [&](const CaseConfig& c) {
+          return c.dtype == dtype && c.optimizer.kind == opt && c.optimizer.weight_decay > 0;
+        })) << dtype << " " << opt << " with weight decay";
+  }
+  // Padding in every unit: mlp-deep at dp 3.
+  EXPECT_TRUE(has(cases("zero2"), [](const CaseConfig& c) { return c.workload == "mlp-deep" && c.layout.dp == 3; }));
+  // fsdp alone takes its options through its matrix.
+  EXPECT_TRUE(has(cases("fsdp"), [](const CaseConfig& c) { return !c.prefetch && !c.reshard_after_forward; }));
+  EXPECT_FALSE(has(cases("ddp"), [](const CaseConfig& c) { return !c.prefetch; }));
+  // Uneven splits at every tp: gpt-odd at 2 and 4, mlp-deep at 3.
+  for (int tp : {2, 4})
+    EXPECT_TRUE(has(cases("tp"), [&](const CaseConfig& c) { return c.workload == "gpt-odd" && c.layout.tp == tp; }));
+  EXPECT_TRUE(has(cases("tp"), [](const CaseConfig& c) { return c.workload == "mlp-deep" && c.layout.tp == 3; }));
+  // Every schedule with m in {1, pp, 2pp}.
+  for (const std::string& s : {"pp-gpipe", "pp-1f1b"})
+    for (int pp : {2, 4})
+      for (int m : {1, pp, 2 * pp})
+        EXPECT_TRUE(has(cases(s), [&](const CaseConfig& c) { return c.layout.pp == pp && c.microbatches == m; }))
+            << s << " pp " << pp << " m " << m;
+  for (const std::string& schedule : {"1f1b", "gpipe"})
+    for (int m : {1, 2, 4})
+      EXPECT_TRUE(has(cases("hybrid"), [&](const CaseConfig& c) {
+        return c.schedule == schedule && c.layout.pp == 2 && c.microbatches == m;
+      })) << schedule << " m " << m;
+  for (int stage : {0, 1, 2, 3})
+    EXPECT_TRUE(has(cases("hybrid"), [&](const CaseConfig& c) { return c.zero_stage == stage; })) << stage;
+}
+
+// Generated cases are named as a [[case]] table saying the same would be; a stem several
+// strategies share carries the strategy as a label, at its key's place.
+TEST(Generate, NamesAreTheHandWrittenOnes) {
+  Suite s = parse(R"([[generate]]
+strategies = ["ddp", "tp"]
+)");
+  const auto ddp = names_of(s, "ddp");
+  EXPECT_EQ(ddp.front(), "ddp-dp1-float64-sgd");
+  for (const std::string& name : {"overlap-dp2-float64-ddp", "wd-dp-dp3-float64-adamw-ddp", "link-ddp"})
+    EXPECT_NE(std::find(ddp.begin(), ddp.end(), name), ddp.end()) << name;
+  const auto tp = names_of(s, "tp");
+  for (const std::string& name : {"gpt-tp-float64-tp1", "wd-tp-adamw-float32-tp4-gpt-odd", "uneven-tp3-float64-sgd"})
+    EXPECT_NE(std::find(tp.begin(), tp.end(), name), tp.end()) << name;
+}
+
+TEST(Generate, DefaultsApplyUnderAnEntryAndTheTablesSettingsOverIt) {
+  Suite s = parse(R"([defaults]
+steps = 7
+workload = "mlp-small"
+lr = 0.5
+
+[[generate]]
+strategies = "tp"
+dtype = "float64"
+lr = 0.25
+)");
+  const StrategyInfo& tp = *registry().find("tp");
+  ASSERT_EQ(s.cases.size(), matrix_size(tp) / 2);  // every entry lists both dtypes
+  for (const CaseConfig& c : s.cases) {
+    EXPECT_EQ(c.dtype, "float64") << c.name;          // the table's, over the entry's list
+    EXPECT_EQ(c.optimizer.lr, 0.25) << c.name;        // the table's, over the entry's and the defaults'
+    EXPECT_EQ(c.steps, 7) << c.name;                  // the defaults', which the entry leaves alone
+    EXPECT_NE(c.workload, "mlp-small") << c.name;     // every entry names its workload
+    EXPECT_EQ(c.name.find("float"), std::string::npos) << c.name;  // dtype no longer varies
+  }
+}
+
+// An option in a [[generate]] table applies to the selected strategies that declare it.
+TEST(Generate, AnOptionAppliesWhereDeclared) {
+  Suite s = parse(R"([[generate]]
+strategies = ["ddp", "hybrid"]
+zero_stage = 2
+)");
+  for (const CaseConfig& c : s.cases) EXPECT_EQ(c.zero_stage, c.strategy == "hybrid" ? 2 : -1) << c.name;
+}
+
+// An entry may list option values and set any suite key; a registry line adds or replaces
+// entries (with_matrix), and a strategy without a matrix is left out of "*".
+TEST(Generate, ARegistryLineAddsAndReplacesEntries) {
+  StrategyInfo info = new_dp_strategy();
+  OptionSpec every;
+  every.key = "sync_every";
+  every.type = OptionType::integer;
+  every.default_value = int64_t{1};
+  info.options.push_back(every);
+  const StrategyRegistry r = registry_with(with_matrix(
+      info, {{"", {{"dp", {2}}, {"dtype", {"float64"}}, {"steps", {3}}}},  // replaces the unnamed entry
+             {"sync", {{"sync_every", {1, 3}}, {"dp", {2, 4}}, {"check", {"exact"}}}}}));
+  Suite s = parse_suite("[[generate]]\nstrategies = [\"ddp-new\"]\n", "test.toml", r, 8);
+  const auto names = names_of(s, "ddp-new");
+  EXPECT_EQ(names.size(), 1u + 6u + 8u + 1u + 4u);
+  EXPECT_EQ(names.front(), "ddp-new");
+  EXPECT_EQ(s.cases.front().steps, 3);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 4, names.end()),
+            (std::vector<std::string>{"sync-dp2-sync_every1", "sync-dp2-sync_every3", "sync-dp4-sync_every1",
+                                      "sync-dp4-sync_every3"}));
+  EXPECT_EQ(s.cases.back().option<int64_t>("sync_every"), 3);
+  EXPECT_EQ(s.cases.back().check, "exact");
+  StrategyInfo bare = new_dp_strategy();
+  bare.name = "ddp-bare";
+  bare.matrix.clear();
+  const StrategyRegistry r2 = registry_with(bare);
+  EXPECT_TRUE(names_of(parse_suite("[[generate]]\nstrategies = \"*\"\n", "test.toml", r2, 8), "ddp-bare").empty());
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = \"ddp-bare\"\n", 8, r2),
+                       "test.toml:2: key 'strategies': strategy 'ddp-bare' declares no conformance matrix"));
+}
+
+TEST(Generate, GeneratedAndWrittenCasesMix) {
+  Suite s = parse(R"([[case]]
+strategy = "single"
+
+[[generate]]
+strategies = ["zero1"]
+)");
+  EXPECT_EQ(s.cases.size(), matrix_size(*registry().find("zero1")) + 1);
+  EXPECT_EQ(s.cases.back().name, "single");
+}
+
+TEST(MatrixText, IsTheSuiteTextOfEachEntry) {
+  const std::string t = matrix_text(*registry().find("ddp"));
+  EXPECT_EQ(t.rfind("# ddp: 31 cases from 4 matrix entries", 0), 0u) << t;
+  EXPECT_TRUE(contains(t, "[[case]]  # 16 cases\nstrategy = \"ddp\"\ndp = [1, 2, 3, 4]\n"));
+  EXPECT_TRUE(contains(t, "link = { bus_gbps = 2, latency_us = 10 }\n"));
+  EXPECT_TRUE(contains(t, "weight_decay = 0.01\n"));
+  EXPECT_TRUE(contains(t, "name = \"overlap\"\nstrategy = \"ddp\"\n"));
+}
+
+TEST(GenerateErrors, UnknownStrategyNamesTheKnownOnes) {
+  std::string e = error_of(R"([[generate]]
+strategies = ["ddp",
+              "dpp"]
+)");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'strategies': unknown strategy 'dpp'; known: single, ddp,")) << e;
+  e = error_of("[[generate]]\nstrategies = \"tpp\"\n");
+  EXPECT_TRUE(contains(e, "test.toml:2: key 'strategies': unknown strategy 'tpp'")) << e;
+}
+
+TEST(GenerateErrors, UnknownKeyNamesFileLineAndKey) {
+  std::string e = error_of(R"([[generate]]
+strategies = "*"
+stpes = 3
+)");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'stpes': unknown key; known keys: ")) << e;
+}
+
+TEST(GenerateErrors, StrategiesIsRequiredAndAStringOrAListOfThem) {
+  EXPECT_TRUE(contains(error_of("[[generate]]\nsteps = 3\n"),
+                       "test.toml:1: key 'strategies': a [[generate]] table needs it; write strategies = \"*\""));
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = 3\n"), "test.toml:2: key 'strategies': must be strings"));
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = []\n"),
+                       "test.toml:2: key 'strategies': an empty list generates no cases"));
+  EXPECT_TRUE(contains(error_of("[generate]\nstrategies = \"*\"\n"),
+                       "test.toml:1: key 'generate': must be one or more [[generate]] tables"));
+}
+
+TEST(GenerateErrors, NameAndStrategyBelongToTheMatrix) {
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = \"*\"\nname = \"x\"\n"),
+                       "test.toml:3: key 'name': cannot be set in a [[generate]] table"));
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = \"*\"\nstrategy = \"ddp\"\n"),
+                       "test.toml:3: key 'strategy': cannot be set in a [[generate]] table"));
+}
+
+TEST(GenerateErrors, AnOptionNoSelectedStrategyDeclares) {
+  EXPECT_TRUE(contains(error_of("[[generate]]\nstrategies = [\"ddp\", \"tp\"]\nzero_stage = 1\n"),
+                       "test.toml:3: key 'zero_stage': no strategy this [[generate]] selects declares it; declared by: "
+                       "hybrid"));
+}
+
+// A generated case that cannot run here fails like a written one, at the [[generate]] line,
+// and says which strategy and entry it came from.
+TEST(GenerateErrors, AGeneratedCaseThatDoesNotFitNamesItsEntry) {
+  std::string e = error_of("\n[[generate]]\nstrategies = [\"hybrid\"]\n", 4);
+  EXPECT_TRUE(contains(e, "test.toml:2: key 'dp': dp(2) * tp(2) * pp(2) = 8, but 4 ranks are running")) << e;
+  EXPECT_TRUE(contains(e, "(in the cases generated for strategy 'hybrid' by its matrix entry 'gpt-hybrid-2x2x2'; "
+                          "see ptsuite matrix hybrid)")) << e;
+  // A table setting that breaks an entry: the same, naming the table's line for the key.
+  e = error_of("[[generate]]\nstrategies = [\"ddp\"]\nglobal_batch = 10\n");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'global_batch': global_batch 10 is not divisible by dp(3)")) << e;
+}
+
+// A registry entry's mistakes are found when a suite generates from it, pointing at the
+// [[generate]] table and the entry.
+TEST(GenerateErrors, AMalformedEntryNamesTheStrategyAndEntry) {
+  const StrategyRegistry r = registry_with(with_matrix(new_dp_strategy(), {{"bad", {{"zeta", {1}}}}}));
+  std::string e = error_of("[[generate]]\nstrategies = \"*\"\n", 8, r);
+  EXPECT_TRUE(contains(e, "test.toml:1: key 'zeta': unknown key")) << e;
+  EXPECT_TRUE(contains(e, "strategy 'ddp-new' by its matrix entry 'bad'")) << e;
+  const StrategyRegistry r2 = registry_with(with_matrix(new_dp_strategy(), {{"bad", {{"zero_stage", {1}}}}}));
+  e = error_of("[[generate]]\nstrategies = \"ddp-new\"\n", 8, r2);
+  EXPECT_TRUE(contains(e, "test.toml:1: key 'zero_stage': is not an option of strategy 'ddp-new'")) << e;
+}
+
+TEST(GenerateErrors, AWrittenCaseNamedLikeAGeneratedOne) {
+  std::string e = error_of(R"([[generate]]
+strategies = ["ddp"]
+
+[[case]]
+strategy = "ddp"
+dp = 4
+name = "link-ddp"
+)");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'name': case name 'link-ddp' is also generated by the case at line 1")) << e;
 }
 
 // --- files -------------------------------------------------------------------------------

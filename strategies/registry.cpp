@@ -46,6 +46,15 @@ std::string option_text(const OptionValue& v) {
   return std::string(buf, r.ptr);
 }
 
+StrategyInfo with_matrix(StrategyInfo info, std::vector<MatrixEntry> entries) {
+  for (MatrixEntry& e : entries) {
+    auto same = std::find_if(info.matrix.begin(), info.matrix.end(), [&](const MatrixEntry& m) { return m.name == e.name; });
+    if (same != info.matrix.end()) *same = std::move(e);
+    else info.matrix.push_back(std::move(e));
+  }
+  return info;
+}
+
 const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.name == name) return &e;

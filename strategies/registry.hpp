@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "strategies/strategy.hpp"
@@ -42,6 +43,24 @@ struct ReferenceSpec {
   std::string label() const { return kind == "oracle" ? kind : kind + ":" + strategy; }
 };
 
+// A strategy's conformance matrix: the cases a suite's [[generate]] table expands for it
+// (harness/suite.hpp). Each entry says what a [[case]] table would, in the suite file's
+// vocabulary: suite keys (the harness's, or options the strategy declares) with one value,
+// or with a list that expands as a matrix axis. The suite's [defaults] apply under an
+// entry and the [[generate]] table's own settings over it.
+using SuiteValue = std::variant<int64_t, double, bool, std::string, LinkModel>;
+struct MatrixSetting {
+  std::string key;
+  std::vector<SuiteValue> values;  // one: a plain setting; more: a matrix axis
+};
+struct MatrixEntry {
+  std::string name;  // stem of the case names; "": the strategy's name
+  std::vector<MatrixSetting> settings;
+  // A stem a family of strategies shares (ddp, zero1, zero2 and fsdp all have "overlap"):
+  // their cases carry the strategy's name as a label too, as a [[case]] listing them would.
+  bool shared = false;
+};
+
 struct StrategyInfo {
   std::string name;
   std::string description;
@@ -52,6 +71,7 @@ struct StrategyInfo {
   std::string schedule;  // pipeline schedule the preset fixes ("": the case's)
   ReferenceSpec reference;
   std::vector<OptionSpec> options;  // the suite keys this strategy declares
+  std::vector<MatrixEntry> matrix;  // what it is checked on (trainer_entry derives it)
   const OptionSpec* option(const std::string& key) const {
     for (const auto& o : options)
       if (o.key == key) return &o;
@@ -66,7 +86,7 @@ StrategyInfo strategy_entry(std::string name, std::string description,
                             std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}, {}};
 }
 
 // The configuration of a twin for case c: the oracle's plus the case's strategy options,
@@ -83,6 +103,10 @@ ReferenceSpec twin_reference(std::string name, bool replicas = true) {
   r.runner = std::make_shared<StrategyInfo>(strategy_entry<W>(std::move(name), "serial twin", nullptr));
   return r;
 }
+
+// `info` with `entries` added to its conformance matrix; an entry named like one it has
+// replaces that one. For a registry line: with_matrix(trainer_entry(...), {{"every", {...}}}).
+StrategyInfo with_matrix(StrategyInfo info, std::vector<MatrixEntry> entries);
 
 class StrategyRegistry {
  public:

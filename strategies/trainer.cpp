@@ -162,6 +162,9 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
                    &CaseConfig::slow_rank),
       field_option("slow_factor", T::number, "-", "how many times as long the slow rank computes", &CaseConfig::slow_factor),
   };
+  if (!preset.bucket_options) std::erase_if(o, [](const OptionSpec& x) {
+    return x.key == "bucket_bytes" || x.key == "overlap" || x.key == "prefetch" || x.key == "reshard_after_forward";
+  });
   // Reported by the zero_stage and schedule columns, resolved through the preset.
   if (!preset.dp)
     o.push_back(field_option("zero_stage", T::integer, "0-3", "ZeRO stage on dp: 0 ddp, 1 zero1, 2 zero2, 3 fsdp",
@@ -170,12 +173,6 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
     o.push_back(field_option("schedule", T::string, "-", "pipeline schedule: " + schedule_names(), &CaseConfig::schedule,
                              false));
   return o;
-}
-
-void drop_bucket_options(StrategyInfo& info) {
-  std::erase_if(info.options, [](const OptionSpec& o) {
-    return o.key == "bucket_bytes" || o.key == "overlap" || o.key == "prefetch" || o.key == "reshard_after_forward";
-  });
 }
 
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
@@ -189,6 +186,7 @@ StrategyInfo trainer_entry(std::string name, std::string description, std::strin
   info.zero_stage = preset.dp ? preset.dp->zero_stage : -1;
   info.schedule = preset.schedule ? preset.schedule->name() : "";
   info.options = trainer_options(preset);
+  info.matrix = trainer_matrix(info.name, axes, preset, info.options);
   return info;
 }
 

@@ -30,6 +30,10 @@ struct TrainerPreset {
   std::optional<DpAlgorithm> dp;                 // unset: the case's zero_stage (0-3)
   std::shared_ptr<const PipeSchedule> schedule;  // null: the case's `schedule`
   TensorParallelFactory tensor_parallel;         // null: TensorParallel (tensor_parallel.hpp)
+  // false: the dp algorithm has neither ddp's gradient buckets nor fsdp's gathers, so
+  // bucket_bytes, overlap, prefetch and reshard_after_forward are not its options (the suite
+  // refuses them instead of ignoring them, and its matrix does not vary them).
+  bool bucket_options = true;
 };
 
 template <class T>
@@ -59,10 +63,23 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
 // microbatches, stage_layers, and zero_stage / schedule where the preset does not fix them.
 std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
 
-// Removes the options that tune ddp's gradient buckets and fsdp's gathers (bucket_bytes,
-// overlap, prefetch, reshard_after_forward) from a trainer entry whose dp algorithm has
-// neither, so that the suite refuses them for it instead of ignoring them.
-void drop_bucket_options(StrategyInfo& info);
+
+// The conformance matrix of a trainer preset, derived from its axes and options
+// (trainer_matrix.cpp; `ptsuite matrix NAME` prints it):
+//   dp alone, or any preset fixing its dp algorithm: dp 1-4 with SGD and AdamW; overlap at
+//     dp 2-4; weight decay on mlp-deep at dp 3 (every unit padded) and 4; a link; and at
+//     ZeRO stage 3 prefetch x reshard_after_forward on mlp-small;
+//   tp: gpt-tiny at tp 1, 2, 4; mlp-tiny; weight decay with SGD and AdamW on mlp-deep (two
+//     column/row pairs) and gpt-odd (V = 91: uneven vocabulary shards); mlp-deep at tp 3
+//     (uneven widths);
+//   pp: gpt-tiny at pp 1, 2, 4 and mlp-tiny, mlp-deep, gpt-odd at pp 2, mlp-deep at pp 4,
+//     each with m in {1, pp, 2pp};
+//   dp tp pp: gpt-tiny meshes 2x2x2, 4x2x1, 2x1x4, 1x2x4; every ZeRO stage and schedule
+//     it takes from the case; AdamW; a link; weight decay on mlp-deep and gpt-odd with m in
+//     {1, pp, 2pp}; mlp-deep at tp 3 under pp 2.
+// Every entry runs float64 (exact) and float32 (precision) except the dp link's.
+std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
+                                        const std::vector<OptionSpec>& options);
 
 // Registry entry for a trainer preset. `axes` lists the mesh axes the preset may use (others
 // must be 1), e.g. "dp" for ddp.

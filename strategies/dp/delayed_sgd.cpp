@@ -110,15 +110,25 @@ class DelayedSgdTwin final : public Strategy<T> {
 }  // namespace
 
 StrategyInfo delayed_sgd_entry(std::string name, std::optional<DpAlgorithm> algorithm) {
+  TrainerPreset preset{algorithm ? *algorithm : dp_algorithm<DelayedSgd>("delayed-sgd", 0)};
+  preset.bucket_options = false;
   StrategyInfo info = trainer_entry(
       name, "delayed SGD: the gradient of step t - staleness is applied at step t; its all-reduce runs behind s steps",
-      "dp tp pp", {algorithm ? *algorithm : dp_algorithm<DelayedSgd>("delayed-sgd", 0), {}});
-  drop_bucket_options(info);
+      "dp tp pp", preset);
   info.options.push_back({"staleness", OptionType::integer, int64_t{1}, "steps",
                           "steps between computing a gradient and applying it (s)"});
   // A negative staleness is refused by the suite parser (integers are never negative).
   info.reference = twin_reference<DelayedSgdTwin>(name + "-twin", false);  // the delay does not depend on dp
-  return info;
+  // Beyond the trainer's matrix (at the default s = 1): no delay and two steps of it, and
+  // s = 0 against the oracle (it is ddp, AdamW too).
+  return with_matrix(std::move(info),
+                     {{"delayed",
+                       {{"staleness", {0, 2}}, {"dp", {2, 3, 4}}, {"dtype", {"float64", "float32"}},
+                        {"optimizer", {"sgd", "adamw"}}, {"global_batch", {24}}}},
+                      {"identity",
+                       {{"reference", {"oracle"}}, {"staleness", {0}}, {"dp", {2, 4}}, {"optimizer", {"sgd", "adamw"}},
+                        {"dtype", {"float64", "float32"}}, {"global_batch", {24}}},
+                       true}});
 }
 
 }  // namespace pts

@@ -159,7 +159,16 @@ StrategyInfo diloco_entry(std::string name, std::optional<DpAlgorithm> algorithm
       throw CaseError("outer_dtype", "unknown outer_dtype '" + d + "'; known: same, bfloat16");
   };
   info.reference = twin_reference<DiLoCoTwin>(name + "-twin");
-  return info;
+  // The identity entry (H = 1 against the oracle) holds with outer SGD at lr 1 and no
+  // momentum: the outer step then sets the anchor to the replicas' mean.
+  return with_matrix(std::move(info),
+                     {{"identity",
+                       {{"reference", {"oracle"}}, {"sync_every", {1}}, {"outer_lr", {1.0}}, {"outer_momentum", {0.0}},
+                        {"dp", {2, 4}}, {"dtype", {"float64", "float32"}}, {"global_batch", {24}}},
+                       true},
+                      {"diloco-bf16",
+                       {{"outer_dtype", {"bfloat16"}}, {"outer_momentum", {0.9, 0.0}}, {"sync_every", {2}},
+                        {"dp", {2, 3, 4}}, {"dtype", {"float64", "float32"}}, {"global_batch", {24}}}}});
 }
 
 }  // namespace pts

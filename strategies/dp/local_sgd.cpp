@@ -65,8 +65,9 @@ class LocalSgdTwin final : public SerialReplicas<T> {
 }  // namespace
 
 StrategyInfo local_steps_entry(std::string name, std::string description, DpAlgorithm algorithm) {
-  StrategyInfo info = trainer_entry(std::move(name), std::move(description), "dp tp pp", {std::move(algorithm), {}});
-  drop_bucket_options(info);
+  TrainerPreset preset{std::move(algorithm)};
+  preset.bucket_options = false;
+  StrategyInfo info = trainer_entry(std::move(name), std::move(description), "dp tp pp", preset);
   info.options.push_back({"sync_every", OptionType::integer, int64_t{4}, "steps",
                           "local steps per round (H): parameters meet over dp every H steps and at the last"});
   info.validate = [validate = info.validate](const CaseConfig& c, const WorkloadSpec& w) {
@@ -74,7 +75,18 @@ StrategyInfo local_steps_entry(std::string name, std::string description, DpAlgo
     if (c.option<int64_t>("sync_every") < 1)
       throw CaseError("sync_every", "sync_every must be at least 1, got " + std::to_string(c.option<int64_t>("sync_every")));
   };
-  return info;
+  // Beyond the trainer's matrix (at the default H = 4: rounds end at steps 3 and 4 of 5):
+  // every step a round (H = 1) and one round and a short one (H = 3), and H = 1 against the
+  // oracle (with SGD it is ddp).
+  return with_matrix(std::move(info),
+                     {{"rounds",
+                       {{"sync_every", {1, 3}}, {"dp", {2, 3, 4}}, {"dtype", {"float64", "float32"}},
+                        {"optimizer", {"sgd", "adamw"}}, {"global_batch", {24}}},
+                       true},
+                      {"identity",
+                       {{"reference", {"oracle"}}, {"sync_every", {1}}, {"dp", {2, 4}},
+                        {"dtype", {"float64", "float32"}}, {"global_batch", {24}}},
+                       true}});
 }
 
 StrategyInfo local_sgd_entry(std::string name, std::optional<DpAlgorithm> algorithm) {
