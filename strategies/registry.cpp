@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "strategies/param_server.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/single.hpp"
 
@@ -155,6 +156,7 @@ StrategyRegistry builtin_strategies() {
   r.add(two_phase_ddp_entry());
   r.add(trainer_entry("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
                       "dp tp pp", {}));
+  r.add(param_server_entry());
   return r;
 }
 

@@ -176,6 +176,7 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {ddp, std::make_shared<SkipsLastBackward>()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
                       {ddp, std::make_shared<RunsAllForwardsFirst>()}));
+  add_broken_param_servers(r);
 }
 
 }  // namespace pts
