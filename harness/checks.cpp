@@ -150,7 +150,8 @@ CheckResult check_trace(const std::vector<PushedUpdate>& pushed, const std::vect
   }
   for (const auto& [k, n] : seen)
     if (n.second != n.first)
-      problems.push_back(name(k) + " pushed " + std::to_string(n.first) + "x, applied " + std::to_string(n.second) + "x");
+      problems.push_back(name(k) + " pushed " + std::to_string(n.first) + "x, applied " + std::to_string(n.second) +
+                         "x");
   if (problems.empty()) return {Verdict::pass, "", double(worst)};
   std::string reason = "trace: " + problems[0];
   for (size_t i = 1; i < std::min<size_t>(problems.size(), 3); ++i) reason += ", " + problems[i];

@@ -61,22 +61,12 @@ class ServerThrows final : public ParamServer<T> {
   int applied_ = 0;
 };
 
-template <template <class> class S>
-StrategyInfo variant(std::string name) {
-  StrategyInfo e = param_server_entry();
-  const StrategyInfo made = strategy_entry<S>(name, "", validate_param_server);
-  e.name = std::move(name);
-  e.make_f32 = made.make_f32;
-  e.make_f64 = made.make_f64;
-  return e;
-}
-
 StrategyRegistry registry() {
   StrategyRegistry r = builtin_strategies();
   add_broken_strategies(r);
   r.add(against_oracle());
-  r.add(variant<WorkerThrows>("ps-worker-throws"));
-  r.add(variant<ServerThrows>("ps-server-throws"));
+  r.add(param_server_variant<WorkerThrows>("ps-worker-throws", "throws on worker 1 at step 2"));
+  r.add(param_server_variant<ServerThrows>("ps-server-throws", "throws on the server at its fifth gradient"));
   return r;
 }
 
@@ -184,7 +174,8 @@ TEST(ParamServer, ChecksReplayIdentityPlantedBugsAndFailures) {
   EXPECT_NE(row(c, "ps-ignore-staleness-float64").at("reason").find("> bound 0"), std::string::npos);
   EXPECT_NE(row(c, "ps-drop-float64").at("reason").find("pushed 1x, applied 0x"), std::string::npos);
   EXPECT_NE(row(c, "ps-double-apply-float64").at("reason").find("pushed 1x, applied 2x"), std::string::npos);
-  EXPECT_NE(row(c, "ps-worker-throws").at("reason").find("rank 1 threw: planted failure on worker 1"), std::string::npos)
+  EXPECT_NE(row(c, "ps-worker-throws").at("reason").find("rank 1 threw: planted failure on worker 1"),
+            std::string::npos)
       << row(c, "ps-worker-throws").at("reason");
   EXPECT_NE(row(c, "ps-server-throws").at("reason").find("rank 2 threw: planted failure on the server"),
             std::string::npos)

@@ -41,7 +41,8 @@ void train_async(Strategy<T>& strategy, const CaseConfig& c, MpiComm& side, cons
   out.losses.assign(c.steps, 0.0);
   out.step_times.assign(c.steps, 0.0);
   PTS_MPI_CHECK(MPI_Allreduce(run.loss_shares.data(), out.losses.data(), c.steps, MPI_DOUBLE, MPI_SUM, side.native()));
-  PTS_MPI_CHECK(MPI_Allreduce(run.step_times.data(), out.step_times.data(), c.steps, MPI_DOUBLE, MPI_MAX, side.native()));
+  PTS_MPI_CHECK(
+      MPI_Allreduce(run.step_times.data(), out.step_times.data(), c.steps, MPI_DOUBLE, MPI_MAX, side.native()));
   // Blocking is not timed per step here: the run's total, spread evenly.
   out.comm_wait.assign(c.steps, stats.total_wait_s() / std::max(c.steps, 1));
   for (int step = 0; step < c.steps; ++step)

@@ -19,8 +19,9 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // Tags on the counted dp communicator, and the one tag of the uncounted control messages.
 constexpr int kPullTag = 1, kReplyTag = 2, kPushTag = 3, kControlTag = 4;
-// Control message values: every rank sends exactly one to each peer of the other role.
-constexpr int64_t kDone = 0, kAbort = 1;
+// Control messages: every rank sends exactly one to each peer of the other role, kDone at
+// the end of the run or, when a rank failed, 1 + the rank that failed first.
+constexpr int64_t kDone = 0;
 
 int int_option(const CaseConfig& c, const std::string& key) { return static_cast<int>(c.option<int64_t>(key)); }
 int servers_of(const CaseConfig& c) { return int_option(c, "servers"); }
@@ -51,6 +52,7 @@ struct ParamServer<T>::Inflight {
   std::vector<int> peers;             // ranks of the other role
   std::vector<int64_t> control_in;    // one control message from each peer
   std::vector<RequestPtr> control;    // their posted receives (null once received)
+  bool told = false;                  // this rank's own control messages are sent
   std::vector<int64_t> pull_out;      // worker: the step of each server's pull request
   std::vector<RequestPtr> pending;    // worker: sends and receives of the current step
   std::vector<int64_t> pull_in;       // server: each worker's pull request
@@ -97,16 +99,19 @@ void ParamServer<T>::poll_control() {
     if (!f.control[i] || !f.control[i]->test()) continue;
     f.control[i]->wait();
     f.control[i].reset();
-    if (f.control_in[i] != kDone)
-      abort_run(*f.side, "param-server: rank " + std::to_string(f.peers[i]) + " failed (see its error); rank " +
-                             std::to_string(rank_) + " stops");
+    if (f.control_in[i] == kDone) continue;
+    const int failed = static_cast<int>(f.control_in[i] - 1);
+    abort_run(*f.side, failed,
+              "param-server: rank " + std::to_string(failed) + " failed (see its error); rank " +
+                  std::to_string(rank_) + " stops");
   }
 }
 
 template <class T>
-void ParamServer<T>::abort_run(Comm& side, const std::string& why) {
-  const int64_t abort = kAbort;
-  for (int peer : inflight_->peers) side.send(&abort, 1, DType::i64, peer, kControlTag);
+void ParamServer<T>::abort_run(Comm& side, int failed, const std::string& why) {
+  const int64_t abort = 1 + failed;
+  if (!inflight_->told)
+    for (int peer : inflight_->peers) side.send(&abort, 1, DType::i64, peer, kControlTag);
   inflight_.release();  // deliberately leaked: see Inflight
   throw Error(why);
 }
@@ -144,12 +149,13 @@ AsyncRun ParamServer<T>::train_run(int steps, Comm& side) {
       out = run_worker(steps, side);
     }
   } catch (const std::exception& e) {
-    if (inflight_) abort_run(side, e.what());  // tell the peers, then rethrow as ours
+    if (inflight_) abort_run(side, rank_, e.what());  // tell the peers, then rethrow as ours
     throw;
   }
   // Done: one message to every peer, then every peer's own (an abort there still stops us).
   const int64_t done = kDone;
   for (int peer : f.peers) side.send(&done, 1, DType::i64, peer, kControlTag);
+  f.told = true;
   while (std::any_of(f.control.begin(), f.control.end(), [](const RequestPtr& r) { return r != nullptr; })) {
     poll_control();
     std::this_thread::yield();
@@ -353,7 +359,8 @@ void validate_param_server(const CaseConfig& c, const WorkloadSpec& w) {
   if (servers > w.num_params())
     throw CaseError("servers", "servers(" + std::to_string(servers) + ") exceeds the " +
                                    std::to_string(w.num_params()) + " parameters of " + w.name);
-  if (s < 0) throw CaseError("staleness", "staleness " + std::to_string(s) + " must be at least 0 (0: bulk-synchronous)");
+  if (s < 0)
+    throw CaseError("staleness", "staleness " + std::to_string(s) + " must be at least 0 (0: bulk-synchronous)");
   const int64_t workers = dp - servers;
   require_batch_divisible(c, workers, "workers");
   const int64_t slow = c.option<int64_t>("slow_rank");
@@ -474,7 +481,8 @@ StrategyInfo param_server_entry() {
   e.reference.replay_f64 = replay<double>;
   e.reference.replay_f32 = replay<float>;
   e.options = {
-      option("servers", OptionType::integer, int64_t{1}, "count", "server ranks: the last ones; the others are workers"),
+      option("servers", OptionType::integer, int64_t{1}, "count",
+             "server ranks: the last ones; the others are workers"),
       option("staleness", OptionType::integer, int64_t{0}, "steps",
        "bounded staleness s: no worker runs more than s steps ahead of the slowest (0: bulk-synchronous)"),
       option("slow_rank", OptionType::integer, int64_t{-1}, "index",

@@ -67,10 +67,12 @@ class ParamServer : public Strategy<T> {
   struct Inflight;  // a rank's outstanding requests and their buffers
   AsyncRun run_worker(int steps, Comm& side);
   void run_server(int steps, Comm& side);
-  // Waits for every request in `reqs`, polling the control messages of `peers` meanwhile.
+  // Waits for every request in `reqs`, polling the peers' control messages meanwhile.
   void await(std::vector<RequestPtr>& reqs);
   void poll_control();
-  [[noreturn]] void abort_run(Comm& side, const std::string& why);
+  // Tells every peer that rank `failed` failed (unless this rank already said it is done),
+  // leaks the outstanding requests and throws `why`.
+  [[noreturn]] void abort_run(Comm& side, int failed, const std::string& why);
   int64_t shard_begin(int server) const;
   int64_t shard_size(int server) const { return shard_begin(server + 1) - shard_begin(server); }
   int64_t rows() const { return ctx_.config.global_batch / workers_; }
@@ -93,5 +95,18 @@ class ParamServer : public Strategy<T> {
 
 void validate_param_server(const CaseConfig& c, const WorkloadSpec& w);
 StrategyInfo param_server_entry();
+
+// The param-server entry (options, validation, replay reference) building S<T>, a subclass
+// of ParamServer<T>: how a variant (a planted bug, a test's failing rank) is registered.
+template <template <class> class S>
+StrategyInfo param_server_variant(std::string name, std::string description) {
+  StrategyInfo e = param_server_entry();
+  const StrategyInfo made = strategy_entry<S>(name, description, validate_param_server);
+  e.name = std::move(name);
+  e.description = std::move(description);
+  e.make_f32 = made.make_f32;
+  e.make_f64 = made.make_f64;
+  return e;
+}
 
 }  // namespace pts

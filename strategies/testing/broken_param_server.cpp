@@ -35,24 +35,14 @@ class IgnoresStaleness final : public ParamServer<T> {
   bool pull_ready(int, int) const override { return true; }
 };
 
-// The shipped entry (options, validation, replay reference) with the broken class.
-template <template <class> class S>
-StrategyInfo broken(std::string name, std::string description) {
-  StrategyInfo e = param_server_entry();
-  const StrategyInfo made = strategy_entry<S>(name, description, validate_param_server);
-  e.name = std::move(name);
-  e.description = std::move(description);
-  e.make_f32 = made.make_f32;
-  e.make_f64 = made.make_f64;
-  return e;
-}
-
 }  // namespace
 
 void add_broken_param_servers(StrategyRegistry& r) {
-  r.add(broken<DropsOneGradient>("ps-drop", "BROKEN: a server drops worker 0's gradient of step 1"));
-  r.add(broken<AppliesOneGradientTwice>("ps-double-apply", "BROKEN: a server applies worker 0's gradient of step 1 twice"));
-  r.add(broken<IgnoresStaleness>("ps-ignore-staleness", "BROKEN: servers answer pulls without the staleness bound"));
+  r.add(param_server_variant<DropsOneGradient>("ps-drop", "BROKEN: a server drops worker 0's gradient of step 1"));
+  r.add(param_server_variant<AppliesOneGradientTwice>("ps-double-apply",
+                                                      "BROKEN: a server applies worker 0's gradient of step 1 twice"));
+  r.add(param_server_variant<IgnoresStaleness>("ps-ignore-staleness",
+                                               "BROKEN: servers answer pulls without the staleness bound"));
 }
 
 }  // namespace pts
