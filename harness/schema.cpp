@@ -91,7 +91,7 @@ const CsvSchema& steps_schema() {
                                {"case", "-", "case name"},
                                {"step", "index", "optimizer step, from 0"},
                                {"loss", "nats", "global mean training loss before this step's update"},
-                               {"oracle_loss", "nats", "the same for the case's float64 reference, the oracle or the twin (empty when not run)"},
+                               {"oracle_loss", "nats", "the same for the case's float64 reference: the oracle, the twin or the replay (empty when not run)"},
                                {"step_time_s", "s", "slowest rank's time for the step"},
                            }};
   return s;
