@@ -392,20 +392,35 @@ ReplayResult replay(const CaseConfig& c, const WorkloadSpec& w, const std::vecto
 
   auto begin = [&](int j) { return shard_start(n, S, j); };
   auto size = [&](int j) { return begin(j + 1) - begin(j); };
-  std::vector<std::vector<std::vector<T>>> versions(S);  // [server][version] -> shard
+  // Memory stays near the run's: a shard version is kept while some gradient still to be
+  // computed was served it (and the latest always), a gradient until every server that
+  // applies it has.
+  std::vector<std::map<int64_t, std::vector<T>>> versions(S);  // [server] version -> shard
+  std::vector<int64_t> latest(S, 0);
+  std::map<std::pair<int, int64_t>, int> readers;  // (server, version) -> gradients still to compute on it
+  std::map<std::tuple<int, int, int>, int64_t> seen;  // (server, worker, step) -> version served
+  std::map<std::pair<int, int>, int> appliers;        // (worker, step) -> applications still to come
+  std::vector<std::vector<AppliedUpdate>> order(S);
   std::vector<Tensor<T>> shards;
   std::vector<std::unique_ptr<Optimizer<T>>> opts;
-  std::vector<std::vector<AppliedUpdate>> order(S);
-  std::map<std::tuple<int, int, int>, int64_t> seen;  // (server, worker, step) -> version served
   for (int j = 0; j < S; ++j) {
-    std::vector<T>& v0 = versions[j].emplace_back(size(j));
+    std::vector<T>& v0 = versions[j][0];
+    v0.resize(size(j));
     be->download(v0.data(), replicas[0]->model().params().data() + begin(j), size(j));
     shards.emplace_back(mem, MemCategory::param, Shape{size(j)});
     be->upload(shards[j].data(), v0.data(), size(j));
     opts.push_back(std::make_unique<Optimizer<T>>(c.optimizer, *be, mem, size(j)));
   }
-  for (const ServedPull& p : served) seen.emplace(std::make_tuple(p.server - W, p.worker, p.step), p.version);
-  for (const AppliedUpdate& a : applied) order.at(a.server - W).push_back(a);
+  for (const ServedPull& p : served)
+    if (seen.emplace(std::make_tuple(p.server - W, p.worker, p.step), p.version).second)
+      ++readers[{p.server - W, p.version}];
+  for (const AppliedUpdate& a : applied) {
+    order.at(a.server - W).push_back(a);
+    ++appliers[{a.worker, a.step}];
+  }
+  auto release_version = [&](int j, int64_t v) {
+    if (v != latest[j] && readers[{j, v}] == 0) versions[j].erase(v);
+  };
 
   struct Gradient {
     std::vector<T> g;
@@ -413,21 +428,27 @@ ReplayResult replay(const CaseConfig& c, const WorkloadSpec& w, const std::vecto
   };
   std::map<std::pair<int, int>, Gradient> grads;  // (worker, step)
   // The gradient of (worker r, step t), once every shard version it was served exists.
-  auto gradient = [&](int r, int t) -> const Gradient* {
+  auto gradient = [&](int r, int t) -> Gradient* {
     auto it = grads.find({r, t});
     if (it != grads.end()) return &it->second;
-    Replica<T>& rep = *replicas[r];
+    std::vector<int64_t> v(S);
     for (int j = 0; j < S; ++j) {
-      auto v = seen.find({j, r, t});
-      if (v == seen.end() || v->second >= static_cast<int64_t>(versions[j].size())) return nullptr;
+      auto at = seen.find({j, r, t});
+      if (at == seen.end() || at->second > latest[j]) return nullptr;
+      v[j] = at->second;
     }
+    Replica<T>& rep = *replicas[r];
     for (int j = 0; j < S; ++j)
-      be->upload(rep.model().params().data() + begin(j), versions[j][seen[{j, r, t}]].data(), size(j));
+      be->upload(rep.model().params().data() + begin(j), versions[j].at(v[j]).data(), size(j));
     rep.load(t);
     Gradient& out = grads[{r, t}];
     out.loss = rep.forward_backward();
     out.g.resize(n);
     be->download(out.g.data(), rep.model().grads().data(), n);
+    for (int j = 0; j < S; ++j) {
+      --readers[{j, v[j]}];
+      release_version(j, v[j]);
+    }
     return &out;
   };
 
@@ -440,13 +461,16 @@ ReplayResult replay(const CaseConfig& c, const WorkloadSpec& w, const std::vecto
     for (int j = 0; j < S; ++j)
       for (; pos[j] < order[j].size(); ++pos[j]) {
         const AppliedUpdate& a = order[j][pos[j]];
-        const Gradient* g = gradient(a.worker, a.step);
+        Gradient* g = gradient(a.worker, a.step);
         if (!g) break;
         be->upload(buf.data(), g->g.data() + begin(j), size(j));
         be->scale(buf.data(), T(1) / T(W), size(j));
         opts[j]->step(shards[j].data(), buf.data());
-        std::vector<T>& next = versions[j].emplace_back(size(j));
+        if (--appliers[{a.worker, a.step}] == 0) std::vector<T>().swap(g->g);
+        std::vector<T>& next = versions[j][++latest[j]];
+        next.resize(size(j));
         be->download(next.data(), shards[j].data(), size(j));
+        release_version(j, latest[j] - 1);
         progress = true;
       }
   }
@@ -459,12 +483,16 @@ ReplayResult replay(const CaseConfig& c, const WorkloadSpec& w, const std::vecto
     double loss = 0;
     for (int r = 0; r < W; ++r) {
       const Gradient* g = gradient(r, t);
-      if (!g) throw Error("replay: worker " + std::to_string(r) + "'s step " + std::to_string(t) + " was never served");
+      if (!g)
+        throw Error("replay: worker " + std::to_string(r) + "'s step " + std::to_string(t) + " was never served");
       loss += g->loss / W;
     }
     out.losses.push_back(loss);
   }
-  for (int j = 0; j < S; ++j) out.params.insert(out.params.end(), versions[j].back().begin(), versions[j].back().end());
+  for (int j = 0; j < S; ++j) {
+    const std::vector<T>& last = versions[j].at(latest[j]);
+    out.params.insert(out.params.end(), last.begin(), last.end());
+  }
   return out;
 }
 
