@@ -48,6 +48,7 @@ std::optional<TargetReached> reach_target(const std::vector<double>& losses, con
 void RunTables::write(const std::string& dir) const {
   steps.write_atomic(dir);
   stages.write_atomic(dir);
+  staleness.write_atomic(dir);
   comm.write_atomic(dir);
   memory.write_atomic(dir);
   cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
@@ -180,22 +181,53 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["check_comm"] = combine(&RankExpectation::check_comm);
   row["check_memory"] = combine(&RankExpectation::check_memory);
 
-  // Equivalence against the single-device references.
+  // An asynchronous strategy's trace: every push applied once, none staler than the bound.
+  UpdateTrace trace;
+  for (const RankReport& rep : ranks) {
+    trace.bound = std::max(trace.bound, rep.trace.bound);
+    trace.pushed.insert(trace.pushed.end(), rep.trace.pushed.begin(), rep.trace.pushed.end());
+    trace.served.insert(trace.served.end(), rep.trace.served.begin(), rep.trace.served.end());
+    trace.applied.insert(trace.applied.end(), rep.trace.applied.begin(), rep.trace.applied.end());
+  }
+  row["check_trace"] = "SKIP";
+  if (!failed && trace.bound >= 0) {
+    CheckResult k = check_trace(trace.pushed, trace.applied, trace.bound);
+    row["check_trace"] = to_string(k.verdict);
+    row["max_staleness_seen"] = num(int64_t(k.value));
+    if (k.verdict == Verdict::fail) reasons.push_back(k.reason);
+    std::map<int, int64_t> histogram;
+    for (const AppliedUpdate& a : trace.applied) ++histogram[a.staleness];
+    for (const auto& [s, n] : histogram)
+      t.staleness.add({{"case", c.name}, {"staleness", num(int64_t(s))}, {"count", num(n)}});
+  }
+
+  // Equivalence against the single-device references (or the replay of the run's trace).
   std::string mode = c.check == "auto" ? (c.dtype == "float64" ? "exact" : "precision") : c.check;
   row["check_exact"] = row["check_precision"] = "SKIP";
+  const ReferenceSpec& spec = reference_of(info, c);
+  const bool replay = spec.kind == "replay";
+  Reference replay64, replay32;
+  auto reference = [&](bool f64) -> const Reference& {
+    if (!replay) return f64 ? refs.get<double>(c, info, w) : refs.get<float>(c, info, w);
+    Reference& r = f64 ? replay64 : replay32;
+    r = f64 ? replay_reference<double>(c, info, w, trace.served, trace.applied)
+            : replay_reference<float>(c, info, w, trace.served, trace.applied);
+    return r;
+  };
   const Reference* oracle = nullptr;
   if (!failed && mode != "none") {
-    oracle = &refs.get<double>(c, info, w);
+    oracle = &reference(true);
     if (!oracle->error.empty()) {
       failed = true;
-      reasons.push_back(reference_of(info, c).kind + " threw: " + oracle->error);
+      reasons.push_back(spec.kind + " threw: " + oracle->error);
     } else if (mode == "exact") {
       CheckResult e = check_exact(r.losses, oracle->losses, r.params, oracle->params);
       row["check_exact"] = to_string(e.verdict);
       row["max_rel_err"] = num(e.value);
       if (e.verdict == Verdict::fail) reasons.push_back(e.reason);
     } else {
-      const Reference& s32 = refs.get<float>(c, info, w);
+      const Reference& s32 = reference(false);
+      if (!s32.error.empty()) reasons.push_back(spec.kind + " (float32) threw: " + s32.error);
       CheckResult p = check_precision(r.params, oracle->params, s32.params);
       row["check_precision"] = to_string(p.verdict);
       row["err_ratio"] = num(p.value);
@@ -216,7 +248,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
       row["steps_to_target"] = num(hit->steps);
       row["time_to_target_s"] = num(hit->wall_s);
     }
-  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory"})
+  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory", "check_trace"})
     failed = failed || row[k] == "FAIL";
   row["verdict"] = failed ? "FAIL" : "PASS";
   std::string reason;

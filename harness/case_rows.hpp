@@ -18,7 +18,7 @@ struct RunTables {
   explicit RunTables(const StrategyRegistry& registry) : cases_columns(cases_schema(registry)) {}
   CsvSchema cases_columns;
   CsvTable cases{cases_columns}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
-      stages{stages_schema()};
+      stages{stages_schema()}, staleness{staleness_schema()};
   void write(const std::string& dir) const;  // every table, atomically, cases.csv last
 };
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <sstream>
 
 namespace pts {
@@ -127,6 +129,34 @@ CheckResult check_memory(const MemoryTracker& t, const MemoryExpectation& e) {
                 std::to_string(e.workspace_max);
   if (!problems.empty()) return {Verdict::fail, "memory: " + problems};
   return {Verdict::pass, ""};
+}
+
+CheckResult check_trace(const std::vector<PushedUpdate>& pushed, const std::vector<AppliedUpdate>& applied, int bound) {
+  using Key = std::tuple<int, int, int>;  // (worker, server, step)
+  std::map<Key, std::pair<int, int>> seen;  // pushes, applications
+  for (const PushedUpdate& p : pushed) ++seen[{p.worker, p.server, p.step}].first;
+  int worst = 0;
+  std::vector<std::string> problems;
+  auto name = [](const Key& k) {
+    return "worker " + std::to_string(std::get<0>(k)) + "'s gradient of step " + std::to_string(std::get<2>(k)) +
+           " on server rank " + std::to_string(std::get<1>(k));
+  };
+  for (const AppliedUpdate& a : applied) {
+    ++seen[{a.worker, a.server, a.step}].second;
+    worst = std::max(worst, a.staleness);
+    if (a.staleness > bound)
+      problems.push_back(name({a.worker, a.server, a.step}) + " applied with staleness " + std::to_string(a.staleness) +
+                         " > bound " + std::to_string(bound));
+  }
+  for (const auto& [k, n] : seen)
+    if (n.second != n.first)
+      problems.push_back(name(k) + " pushed " + std::to_string(n.first) + "x, applied " + std::to_string(n.second) +
+                         "x");
+  if (problems.empty()) return {Verdict::pass, "", double(worst)};
+  std::string reason = "trace: " + problems[0];
+  for (size_t i = 1; i < std::min<size_t>(problems.size(), 3); ++i) reason += ", " + problems[i];
+  if (problems.size() > 3) reason += " (" + std::to_string(problems.size()) + " problems)";
+  return {Verdict::fail, reason, double(worst)};
 }
 
 }  // namespace pts

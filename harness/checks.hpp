@@ -51,5 +51,9 @@ CheckResult check_comm(const CommStats& counted, const std::vector<ExpectedOp>& 
 // microbatches in flight x what one holds) must equal the expectation exactly, and the peaks
 // of comm buffers and of workspace must not exceed comm_max and workspace_max where stated.
 CheckResult check_memory(const MemoryTracker& tracker, const MemoryExpectation& expected);
+// An asynchronous run's trace (every rank's, gathered): each pushed gradient applied exactly
+// once by the server it was pushed to, none applied that was not pushed, and no applied
+// gradient staler than `bound`. value: the largest staleness applied.
+CheckResult check_trace(const std::vector<PushedUpdate>& pushed, const std::vector<AppliedUpdate>& applied, int bound);
 
 }  // namespace pts

@@ -321,5 +321,43 @@ TEST(Verdict, Names) {
   EXPECT_EQ(CheckResult{}.verdict, Verdict::skip);  // nothing checked is never a pass
 }
 
+// The trace check on crafted traces: two workers (ranks 0, 1) pushing steps 0 and 1 to one
+// server (rank 2), bound 1.
+std::vector<PushedUpdate> two_by_two() { return {{0, 2, 0}, {1, 2, 0}, {0, 2, 1}, {1, 2, 1}}; }
+std::vector<AppliedUpdate> applied_in_order(int staleness_of_last) {
+  return {{2, 0, 0, 0, 0, 0}, {2, 1, 0, 0, 1, 0}, {2, 0, 1, 2, 2, 0}, {2, 1, 1, 1, 3, staleness_of_last}};
+}
+
+TEST(CheckTrace, PassesWhenEveryPushIsAppliedOnceWithinTheBound) {
+  const CheckResult r = check_trace(two_by_two(), applied_in_order(1), 1);
+  EXPECT_EQ(r.verdict, Verdict::pass) << r.reason;
+  EXPECT_EQ(r.value, 1.0);  // the largest staleness applied
+}
+
+TEST(CheckTrace, FailsOnADroppedGradient) {
+  std::vector<AppliedUpdate> a = applied_in_order(0);
+  a.erase(a.begin() + 1);
+  const CheckResult r = check_trace(two_by_two(), a, 1);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.reason, "trace: worker 1's gradient of step 0 on server rank 2 pushed 1x, applied 0x");
+}
+
+TEST(CheckTrace, FailsOnAGradientAppliedTwiceOrNeverPushed) {
+  std::vector<AppliedUpdate> a = applied_in_order(0);
+  a.push_back(a[0]);
+  a.push_back({2, 0, 5, 3, 5, 0});
+  const CheckResult r = check_trace(two_by_two(), a, 1);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.reason, "trace: worker 0's gradient of step 0 on server rank 2 pushed 1x, applied 2x, "
+                      "worker 0's gradient of step 5 on server rank 2 pushed 0x, applied 1x");
+}
+
+TEST(CheckTrace, FailsOnStalenessAboveTheBound) {
+  const CheckResult r = check_trace(two_by_two(), applied_in_order(2), 1);
+  EXPECT_EQ(r.verdict, Verdict::fail);
+  EXPECT_EQ(r.reason, "trace: worker 1's gradient of step 1 on server rank 2 applied with staleness 2 > bound 1");
+  EXPECT_EQ(r.value, 2.0);
+}
+
 }  // namespace
 }  // namespace pts

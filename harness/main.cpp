@@ -21,7 +21,9 @@ void list(const pts::StrategyRegistry& registry) {
   std::printf("strategies:\n");
   for (const auto& s : registry.all()) {
     std::printf("  %-16s %s\n", s.name.c_str(), s.description.c_str());
-    if (s.reference.kind != "oracle")
+    if (s.reference.kind == "replay")
+      std::printf("  %-16s   checked against the replay of its own trace on one rank\n", "");
+    else if (s.reference.kind != "oracle")
       std::printf("  %-16s   checked against its %s, %s\n", "", s.reference.kind.c_str(), s.reference.strategy.c_str());
     if (!s.matrix.empty())
       std::printf("  %-16s   conformance matrix: %zu cases (ptsuite matrix %s)\n", "",

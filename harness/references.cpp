@@ -27,6 +27,25 @@ const Reference& ReferenceCache::get(const CaseConfig& c, const StrategyInfo& in
   return cache_[key] = Reference{r.losses, r.params, r.error};
 }
 
+template <class T>
+Reference replay_reference(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                           const std::vector<ServedPull>& served, const std::vector<AppliedUpdate>& applied) {
+  const ReplayFn& replay = std::is_same_v<T, float> ? info.reference.replay_f32 : info.reference.replay_f64;
+  if (!replay) return {{}, {}, "strategy '" + info.name + "' names a replay reference but has no replay"};
+  CaseConfig rc = c;
+  rc.dtype = std::is_same_v<T, float> ? "float32" : "float64";
+  try {
+    ReplayResult r = replay(rc, w, served, applied);
+    return {r.losses, r.params, ""};
+  } catch (const std::exception& e) {
+    return {{}, {}, e.what()};
+  }
+}
+
+template Reference replay_reference<float>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&,
+                                           const std::vector<ServedPull>&, const std::vector<AppliedUpdate>&);
+template Reference replay_reference<double>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&,
+                                            const std::vector<ServedPull>&, const std::vector<AppliedUpdate>&);
 template const Reference& ReferenceCache::get<float>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&);
 template const Reference& ReferenceCache::get<double>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&);
 

@@ -15,6 +15,13 @@ struct Reference {
   std::string error;  // the reference threw (or is not registered); losses and params are partial
 };
 
+// A replay reference (ReferenceSpec kind replay) of case c in precision T: the strategy's
+// replay of the run's whole trace on this rank alone. Never cached; a replay that throws
+// comes back with `error` set.
+template <class T>
+Reference replay_reference(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                           const std::vector<ServedPull>& served, const std::vector<AppliedUpdate>& applied);
+
 class ReferenceCache {
  public:
   explicit ReferenceCache(const StrategyRegistry& registry) : registry_(registry) {}

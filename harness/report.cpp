@@ -115,6 +115,20 @@ std::string encode(const RankReport& r) {
     put(w, e->check_comm);
     put(w, e->check_memory);
   }
+  const UpdateTrace& t = r.trace;
+  w.put(int32_t(t.bound));
+  w.put(uint64_t(t.pushed.size()));
+  for (const PushedUpdate& p : t.pushed) w.put(int32_t(p.worker)), w.put(int32_t(p.server)), w.put(int32_t(p.step));
+  w.put(uint64_t(t.served.size()));
+  for (const ServedPull& p : t.served) {
+    w.put(int32_t(p.server)), w.put(int32_t(p.worker)), w.put(int32_t(p.step));
+    w.put(p.version), w.put(int32_t(p.fewest));
+  }
+  w.put(uint64_t(t.applied.size()));
+  for (const AppliedUpdate& a : t.applied) {
+    w.put(int32_t(a.server)), w.put(int32_t(a.worker)), w.put(int32_t(a.step));
+    w.put(a.computed_on), w.put(a.applied_to), w.put(int32_t(a.staleness));
+  }
   return w.take();
 }
 
@@ -159,6 +173,22 @@ RankReport decode_report(const std::string& bytes) {
     e.bus_per_step = rd.get<double>();
     e.check_comm = get_check(rd);
     e.check_memory = get_check(rd);
+  }
+  UpdateTrace& t = r.trace;
+  t.bound = rd.get<int32_t>();
+  for (uint64_t n = rd.get_count(); n > 0; --n) {
+    PushedUpdate& p = t.pushed.emplace_back();
+    p.worker = rd.get<int32_t>(), p.server = rd.get<int32_t>(), p.step = rd.get<int32_t>();
+  }
+  for (uint64_t n = rd.get_count(); n > 0; --n) {
+    ServedPull& p = t.served.emplace_back();
+    p.server = rd.get<int32_t>(), p.worker = rd.get<int32_t>(), p.step = rd.get<int32_t>();
+    p.version = rd.get<int64_t>(), p.fewest = rd.get<int32_t>();
+  }
+  for (uint64_t n = rd.get_count(); n > 0; --n) {
+    AppliedUpdate& a = t.applied.emplace_back();
+    a.server = rd.get<int32_t>(), a.worker = rd.get<int32_t>(), a.step = rd.get<int32_t>();
+    a.computed_on = rd.get<int64_t>(), a.applied_to = rd.get<int64_t>(), a.staleness = rd.get<int32_t>();
   }
   if (!rd.done()) throw Error("rank report has " + std::to_string(bytes.size()) + " bytes, more than it encodes");
   return r;

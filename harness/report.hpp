@@ -63,6 +63,7 @@ struct RankReport {
   std::vector<CountedOp> comm;
   double counted_bus = 0;  // bus bytes over the whole run
   std::optional<RankExpectation> expected;
+  UpdateTrace trace;  // asynchronous strategies: what this rank pushed, served and applied
   bool operator==(const RankReport&) const = default;
 };
 

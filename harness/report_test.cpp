@@ -42,6 +42,10 @@ RankReport filled() {
   e.check_comm = {Verdict::fail, "dp all_reduce: 12 calls, expected 11"};
   e.check_memory = {Verdict::pass, ""};
   r.expected = e;
+  r.trace.bound = 2;
+  r.trace.pushed = {{0, 3, 0}, {1, 3, 7}};
+  r.trace.served = {{3, 1, 4, int64_t{1} << 40, -1}};
+  r.trace.applied = {{3, 0, 1, 5, std::numeric_limits<int64_t>::max(), 2}, {3, 1, 0, 0, 0, 0}};
   return r;
 }
 

@@ -27,6 +27,7 @@ const CsvSchema& steps_schema();
 const CsvSchema& comm_schema();
 const CsvSchema& memory_schema();
 const CsvSchema& stages_schema();
+const CsvSchema& staleness_schema();
 const std::vector<const CsvSchema*>& all_schemas();
 
 // results/SCHEMA.md, as Markdown.

@@ -272,8 +272,9 @@ slow_factor = 2.5
   EXPECT_EQ(c.slow_rank, 1);
   EXPECT_EQ(c.slow_factor, 2.5);
   // One per key above, plus the options of strategies other than hybrid (sync_every,
-  // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them).
-  EXPECT_EQ(suite_keys(registry()).size(), 34u + 5u);
+  // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
+  // servers: harness/param_server_test.cpp).
+  EXPECT_EQ(suite_keys(registry()).size(), 34u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of

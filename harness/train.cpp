@@ -23,6 +23,32 @@ const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
   else return info.make_f64;
 }
 
+// An asynchronous strategy's whole run, with no barrier between steps: its per-step loss
+// shares summed over the ranks and its step times, the slowest rank's.
+template <class T>
+void train_async(Strategy<T>& strategy, const CaseConfig& c, MpiComm& side, const CommStats& stats,
+                 const std::function<void(int)>& on_step, TrainResult& out) {
+  AsyncRun run;
+  try {
+    run = strategy.train_run(c.steps, side);
+  } catch (const std::exception& e) {
+    out.error = e.what();
+  }
+  out.failed = any_rank(side, !out.error.empty());
+  if (out.failed) return;
+  run.loss_shares.resize(c.steps, 0.0);
+  run.step_times.resize(c.steps, 0.0);
+  out.losses.assign(c.steps, 0.0);
+  out.step_times.assign(c.steps, 0.0);
+  PTS_MPI_CHECK(MPI_Allreduce(run.loss_shares.data(), out.losses.data(), c.steps, MPI_DOUBLE, MPI_SUM, side.native()));
+  PTS_MPI_CHECK(
+      MPI_Allreduce(run.step_times.data(), out.step_times.data(), c.steps, MPI_DOUBLE, MPI_MAX, side.native()));
+  // Blocking is not timed per step here: the run's total, spread evenly.
+  out.comm_wait.assign(c.steps, stats.total_wait_s() / std::max(c.steps, 1));
+  for (int step = 0; step < c.steps; ++step)
+    if (on_step) on_step(step);
+}
+
 }  // namespace
 
 template <class T>
@@ -48,7 +74,8 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
   });
   out.failed = any_rank(side, !out.error.empty());
-  for (int step = 0; step < c.steps && !out.failed; ++step) {
+  if (!out.failed && !strategy->lockstep()) train_async(*strategy, c, side, stats, on_step, out);
+  for (int step = 0; step < c.steps && !out.failed && strategy->lockstep(); ++step) {
     guard([&] { strategy->load_batch(step); });
     PTS_MPI_CHECK(MPI_Barrier(side.native()));  // every rank starts the step together
     double share = 0, wait0 = stats.total_wait_s();
@@ -89,6 +116,7 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     report.comm.push_back(
         {key.first, key.second, cnt.calls, cnt.payload_bytes, cnt.bus_bytes, cnt.wait_s, cnt.model_s});
   report.counted_bus = stats.total_bus_bytes();
+  if (strategy) report.trace = strategy->trace();
   if (strategy && !out.failed) {
     const MemoryExpectation em = strategy->expected_memory();
     RankExpectation& e = report.expected.emplace();

@@ -7,6 +7,7 @@
 #include "strategies/dp/delayed_sgd.hpp"
 #include "strategies/dp/diloco.hpp"
 #include "strategies/dp/local_sgd.hpp"
+#include "strategies/param_server.hpp"
 #include "strategies/trainer.hpp"
 #include "strategies/single.hpp"
 
@@ -187,6 +188,7 @@ StrategyRegistry builtin_strategies() {
   r.add(delayed_sgd_entry());
   r.add(trainer_entry("hybrid", "any dp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
                       "dp tp pp", {}));
+  r.add(param_server_entry());
   return r;
 }
 

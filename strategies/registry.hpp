@@ -31,15 +31,26 @@ using StrategyFactory = std::function<std::unique_ptr<Strategy<T>>(const Strateg
 //   twin    the strategy's own algorithm simulated on one rank (e.g. dp replicas stepping
 //           one after another, parameters averaged every H steps): for algorithms whose
 //           correct result is not single-device training.
+//   replay  the run's own trace of served pulls and applied updates (UpdateTrace, every
+//           rank's, gathered to rank 0), replayed serially on one rank: for truly
+//           asynchronous algorithms, whose result depends on the order updates arrived in.
+//           Never cached: each run has its own trace.
+struct ReplayResult {
+  std::vector<double> losses, params;
+};
+using ReplayFn = std::function<ReplayResult(const CaseConfig&, const WorkloadSpec&, const std::vector<ServedPull>&,
+                                            const std::vector<AppliedUpdate>&)>;
 struct StrategyInfo;
 struct ReferenceSpec {
-  std::string kind = "oracle";      // oracle | twin
+  std::string kind = "oracle";      // oracle | twin | replay
   std::string strategy = "single";  // the registry entry that runs it, or runner's name
   // The reference's configuration from the case's; null: the oracle's (oracle_config).
   std::function<CaseConfig(const CaseConfig&)> config;
   // A twin that is no suite strategy of its own (not registered, not listed): its entry.
   std::shared_ptr<const StrategyInfo> runner;
-  // "oracle" or "twin:<strategy>", as cases.csv reports it.
+  // replay: the replay in float64 and float32 (the case's config, the whole run's trace).
+  ReplayFn replay_f64, replay_f32;
+  // "oracle", "twin:<strategy>" or "replay:<strategy>", as cases.csv reports it.
   std::string label() const { return kind == "oracle" ? kind : kind + ":" + strategy; }
 };
 

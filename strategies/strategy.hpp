@@ -129,6 +129,48 @@ struct StepStats {
   double bubble_theory = 0;   // (pp - 1) / (m + pp - 1)
 };
 
+// One gradient an asynchronous strategy's server applied (its trace): worker `worker`'s
+// gradient of step `step`, computed on version `computed_on` of server `server`'s shard and
+// applied to version `applied_to` (the shard's version counts the updates applied to it).
+// `staleness` is the step minus the fewest pushes of any worker the pulled shard included.
+struct AppliedUpdate {
+  int server = 0, worker = 0, step = 0;
+  int64_t computed_on = 0, applied_to = 0;
+  int staleness = 0;
+  bool operator==(const AppliedUpdate&) const = default;
+};
+
+// A pull a server answered: worker `worker` gets version `version` of the shard for step
+// `step`; `fewest` is the fewest pushes of any worker the shard then included.
+struct ServedPull {
+  int server = 0, worker = 0, step = 0;
+  int64_t version = 0;
+  int fewest = 0;
+  bool operator==(const ServedPull&) const = default;
+};
+
+// One gradient a worker pushed to a server.
+struct PushedUpdate {
+  int worker = 0, server = 0, step = 0;
+  bool operator==(const PushedUpdate&) const = default;
+};
+
+// What an asynchronous strategy did, for the trace check and the replay reference: every
+// push must be applied exactly once, and no applied gradient may be staler than `bound`.
+struct UpdateTrace {
+  int bound = -1;  // the staleness bound; -1: no trace
+  std::vector<PushedUpdate> pushed;    // this rank's pushes (workers)
+  std::vector<ServedPull> served;      // this rank's answered pulls, in order (servers)
+  std::vector<AppliedUpdate> applied;  // this rank's applied updates, in order (servers)
+  bool operator==(const UpdateTrace&) const = default;
+};
+
+// What an asynchronous strategy's whole run produced on this rank: per step its share of
+// the global mean loss (the shares of all ranks sum to it) and its seconds for the step.
+struct AsyncRun {
+  std::vector<double> loss_shares, step_times;
+};
+
 // What a strategy is built from. Everything is passed in; nothing is global.
 template <class T>
 struct StrategyContext {
@@ -158,6 +200,17 @@ class Strategy {
   virtual std::vector<ExpectedOp> expected_comm(int step) const = 0;
   virtual MemoryExpectation expected_memory() const = 0;
   virtual StepStats step_stats() const { return {}; }
+
+  // Asynchronous strategies (lockstep() false) have no global step: the harness calls
+  // train_run() once instead of load_batch() and train_step() per step, with no barrier
+  // between steps. `side` is the uncounted communicator over the same ranks, for control
+  // messages only (a rank that fails tells the others, so no rank waits forever).
+  virtual bool lockstep() const { return true; }
+  virtual AsyncRun train_run(int /*steps*/, Comm& /*side*/) {
+    throw Error("this strategy trains in lockstep; the harness calls train_step");
+  }
+  // The updates this rank pushed and applied (bound -1: the strategy keeps no trace).
+  virtual UpdateTrace trace() const { return {}; }
 };
 
 }  // namespace pts

@@ -31,13 +31,13 @@ inline Cases run_suite_text(const char* suite_text, const std::string& tag, cons
   std::string dir = (std::filesystem::temp_directory_path() / ("ptsuite-" + tag + "-" + std::to_string(pid))).string();
   RunSummary s = run_suite(suite, reg, {dir, "", true}, world);
   if (world.rank() == 0) {
-    io::CSVReader<10, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
+    io::CSVReader<11, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
     in.read_header(io::ignore_extra_column, "case", "strategy", "dp", "check_exact", "check_precision", "check_comm",
-                   "check_memory", "verdict", "reason", "max_rel_err");
-    std::string name, strategy, dp, exact, precision, comm, memory, verdict, reason, err;
-    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, verdict, reason, err))
+                   "check_memory", "check_trace", "verdict", "reason", "max_rel_err");
+    std::string name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err;
+    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err))
       cases.rows[name] = {{"exact", exact}, {"precision", precision}, {"comm", comm}, {"memory", memory},
-                          {"verdict", verdict}, {"reason", reason}, {"max_rel_err", err}};
+                          {"trace", trace}, {"verdict", verdict}, {"reason", reason}, {"max_rel_err", err}};
     EXPECT_EQ(cases.rows.size(), s.cases.size());
     if (std::getenv("PTSUITE_KEEP_RUN")) std::printf("run directory kept: %s\n", dir.c_str());
     else std::filesystem::remove_all(dir);

@@ -12,6 +12,8 @@ namespace pts {
 //                   updates its reduce-scattered shard one element off    -> exact, precision
 // fsdp-no-free      never frees a gathered unit                           -> memory (comm bound)
 // fsdp-double-gather gathers every unit twice before backward             -> comm
+// ps-drop, ps-double-apply, ps-ignore-staleness (broken_param_server.cpp)   -> trace
 void add_broken_strategies(StrategyRegistry& r);
+void add_broken_param_servers(StrategyRegistry& r);
 
 }  // namespace pts
