@@ -127,13 +127,7 @@ TEST(Async, TheOracleHoldsOnlyAtTheDegenerateSettings) {
 
 // Bad settings are refused while the suite is read, naming the file, line and key.
 std::string error_of(const std::string& text) {
-  try {
-    parse_suite(text, "test.toml", builtin_strategies(), 8);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a ConfigError:\n" << text;
-  return "";
+  return testing_support::suite_error(text, builtin_strategies(), 8);
 }
 
 TEST(AsyncOptions, BadSettingsAreRefusedNamingTheKey) {

@@ -62,4 +62,16 @@ inline void expect_case(const Cases& c, const std::string& name, const std::stri
   EXPECT_EQ(r.at("verdict"), verdict);
 }
 
+// The ConfigError message parsing `text` (as "test.toml" for `world_size` ranks) raises; a
+// test failure if it parses.
+inline std::string suite_error(const std::string& text, const StrategyRegistry& reg, int world_size) {
+  try {
+    parse_suite(text, "test.toml", reg, world_size);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError, but the suite parsed:\n" << text;
+  return "";
+}
+
 }  // namespace pts::testing_support

@@ -108,18 +108,16 @@ namespace {
 // of (anchor - params_r) over replicas in replica order (rounded to bf16 per replica and
 // again after the mean with outer_dtype "bfloat16"), then the Nesterov outer step.
 template <class T>
-class DiLoCoTwin final : public SerialReplicas<T> {
+class DiLoCoTwin final : public SerialRounds<T> {
  public:
   explicit DiLoCoTwin(const StrategyContext<T>& ctx)
-      : SerialReplicas<T>(ctx), every_(ctx.config.template option<int64_t>("sync_every")),
-        lr_(ctx.config.template option<double>("outer_lr")), mu_(ctx.config.template option<double>("outer_momentum")),
+      : SerialRounds<T>(ctx), lr_(ctx.config.template option<double>("outer_lr")), mu_(ctx.config.template option<double>("outer_momentum")),
         bf16_(ctx.config.template option<std::string>("outer_dtype") == "bfloat16"),
         anchor_(this->params(0), this->params(0) + this->n()), momentum_(this->n(), T(0)) {}
 
  private:
   T rounded(T x) const { return bf16_ ? static_cast<T>(bf16_value(bf16_bits(x))) : x; }
-  void synchronise(int step) override {
-    if ((step + 1) % every_ != 0 && step + 1 != this->config().steps) return;
+  void end_round() override {
     const int64_t n = this->n();
     std::vector<T> params(n), g(n, T(0));
     for (int r = 0; r < this->count(); ++r) {
@@ -133,7 +131,6 @@ class DiLoCoTwin final : public SerialReplicas<T> {
     }
     for (int r = 0; r < this->count(); ++r) this->backend().upload(this->params(r), anchor_.data(), n);
   }
-  int64_t every_;
   double lr_, mu_;
   bool bf16_;
   std::vector<T> anchor_, momentum_;

@@ -44,21 +44,18 @@ template class LocalSgd<double>;
 
 namespace {
 
-// The twin: replicas step serially; every H steps (and at the last) each takes the mean.
+// The twin: replicas step serially; at the end of a round each takes their mean.
 template <class T>
-class LocalSgdTwin final : public SerialReplicas<T> {
+class LocalSgdTwin final : public SerialRounds<T> {
  public:
   explicit LocalSgdTwin(const StrategyContext<T>& ctx)
-      : SerialReplicas<T>(ctx), every_(ctx.config.template option<int64_t>("sync_every")),
-        mean_(ctx.memory, MemCategory::workspace, {this->n()}) {}
+      : SerialRounds<T>(ctx), mean_(ctx.memory, MemCategory::workspace, {this->n()}) {}
 
  private:
-  void synchronise(int step) override {
-    if ((step + 1) % every_ != 0 && step + 1 != this->config().steps) return;
+  void end_round() override {
     this->mean_params(mean_.data());
     this->set_all_params(mean_.data());
   }
-  int64_t every_;
   Tensor<T> mean_;
 };
 

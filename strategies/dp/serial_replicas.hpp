@@ -74,4 +74,22 @@ class SerialReplicas : public Strategy<T> {
   std::vector<std::unique_ptr<Optimizer<T>>> optimizers_;
 };
 
+// The twin of an algorithm that works in rounds of H = sync_every local steps: end_round()
+// runs at every step t with (t + 1) % H == 0 and at the last step of the run.
+template <class T>
+class SerialRounds : public SerialReplicas<T> {
+ public:
+  explicit SerialRounds(const StrategyContext<T>& ctx)
+      : SerialReplicas<T>(ctx), every_(ctx.config.template option<int64_t>("sync_every")) {}
+
+ protected:
+  virtual void end_round() = 0;
+
+ private:
+  void synchronise(int step) final {
+    if ((step + 1) % every_ == 0 || step + 1 == this->config().steps) end_round();
+  }
+  int64_t every_;
+};
+
 }  // namespace pts
