@@ -39,9 +39,14 @@ std::vector<double> wall_times(const std::vector<double>& step_times) {
 }
 
 std::optional<TargetReached> reach_target(const std::vector<double>& losses, const std::vector<double>& wall,
-                                          double target) {
-  for (size_t s = 0; s < losses.size() && s < wall.size(); ++s)
-    if (losses[s] <= target) return TargetReached{int64_t(s) + 1, wall[s]};  // a NaN loss never reaches it
+                                          double target, int window) {
+  for (size_t s = 0; s < losses.size() && s < wall.size(); ++s) {
+    const size_t first = s + 1 > static_cast<size_t>(window) ? s + 1 - window : 0;
+    double sum = 0;  // summed afresh: a NaN leaves the window again
+    for (size_t i = first; i <= s; ++i) sum += losses[i];
+    if (sum / static_cast<double>(s + 1 - first) <= target)  // a NaN in the window never reaches it
+      return TargetReached{int64_t(s) + 1, wall[s]};
+  }
   return std::nullopt;
 }
 
@@ -69,7 +74,10 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["reference"] = reference_of(info, c).label();
   if (c.layout.pp > 1) row["schedule"] = info.schedule.empty() ? c.schedule : info.schedule;
   if (info.zero_stage < 0) row["zero_stage"] = num(int64_t(std::max(c.zero_stage, 0)));
-  if (c.target_loss) row["target_loss"] = num(*c.target_loss);
+  if (c.target_loss) {
+    row["target_loss"] = num(*c.target_loss);
+    row["target_window"] = num(int64_t(c.target_window));
+  }
   if (c.link.enabled()) {
     row["link_bus_gbps"] = num(c.link.bus_gbps);
     row["link_latency_us"] = num(c.link.latency_us);
@@ -244,7 +252,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     t.steps.add(sr);
   }
   if (c.target_loss && !r.failed)  // a step that threw has no loss to compare
-    if (std::optional<TargetReached> hit = reach_target(r.losses, wall, *c.target_loss)) {
+    if (std::optional<TargetReached> hit = reach_target(r.losses, wall, *c.target_loss, c.target_window)) {
       row["steps_to_target"] = num(hit->steps);
       row["time_to_target_s"] = num(hit->wall_s);
     }

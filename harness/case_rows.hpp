@@ -27,14 +27,16 @@ struct RunTables {
 // batch, the barrier before the step) is left out here too.
 std::vector<double> wall_times(const std::vector<double>& step_times);
 
-// The first step whose training loss (the loss before its update, as steps.csv records it)
-// is at or below a target: the steps run up to and including it (index + 1) and its wall_s.
+// The first step whose training loss (the loss before its update, as steps.csv records it),
+// averaged over the `window` steps ending at it (fewer at the start), is at or below a
+// target: the steps run up to and including it (index + 1) and its wall_s. A window smooths
+// the noise of per-batch losses; 1 compares each step's own loss.
 struct TargetReached {
   int64_t steps = 0;
   double wall_s = 0;
 };
 std::optional<TargetReached> reach_target(const std::vector<double>& losses, const std::vector<double>& wall,
-                                          double target);
+                                          double target, int window = 1);
 
 // Rank 0: combines the per-rank reports (in rank order), the training result and the
 // references (run here when not cached) into the case's rows. Adds the steps, comm, memory

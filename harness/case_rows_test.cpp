@@ -33,6 +33,20 @@ TEST(ReachTarget, IsTheFirstStepAtOrBelowTheTargetCountedFromOne) {
   EXPECT_FALSE(reach_target(losses, wall, 0.5).has_value());
 }
 
+// With a window the mean of the last `window` losses (fewer at the start) must reach it: a
+// single lucky batch does not.
+TEST(ReachTarget, AWindowComparesTheMeanOfTheLastSteps) {
+  const std::vector<double> losses = {4.0, 1.0, 4.0, 2.0, 2.0, 1.0};
+  const std::vector<double> wall = wall_times({0.5, 0.5, 0.5, 0.5, 0.5, 0.5});
+  EXPECT_EQ(reach_target(losses, wall, 2.0, 1)->steps, 2);  // the lucky batch
+  auto hit = reach_target(losses, wall, 2.0, 2);             // means 4, 2.5, 2.5, 3, 2
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(hit->steps, 5);
+  EXPECT_EQ(hit->wall_s, 2.5);
+  EXPECT_EQ(reach_target(losses, wall, 2.4, 3)->steps, 4);  // means 4, 2.5, 3, 2.33..
+  EXPECT_FALSE(reach_target(losses, wall, 1.5, 3).has_value());
+}
+
 TEST(ReachTarget, ANanLossNeverReachesIt) {
   EXPECT_FALSE(reach_target({NAN, NAN}, {1.0, 2.0}, 10.0).has_value());
   auto hit = reach_target({NAN, 1.0}, {1.0, 2.0}, 10.0);

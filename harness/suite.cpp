@@ -76,6 +76,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"check", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.check = as_str(n); }}},
       {"reference", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.reference = as_str(n); }}},
       {"target_loss", {Kind::number, [](CaseConfig& c, const toml::node& n) { c.target_loss = as_num(n); }}},
+      {"target_window", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.target_window = int(as_int(n)); }}},
       {"link", {Kind::link, [](CaseConfig& c, const toml::node& n) {
                  const toml::table& t = *n.as_table();
                  c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
@@ -240,6 +241,7 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   require(c.global_batch >= 1, "global_batch", "must be at least 1");
   require(c.optimizer.lr > 0, "lr", "must be positive");
   require(c.check != "exact" || c.dtype == "float64", "check", "exact needs dtype float64");
+  require(c.target_window >= 1, "target_window", "must be at least 1 (1: each step's own loss)");
   if (c.target_loss) {
     std::ostringstream got;
     got << *c.target_loss;

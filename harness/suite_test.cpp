@@ -221,6 +221,7 @@ seed = 99
 check = "precision"
 reference = "oracle"
 target_loss = 2.5
+target_window = 7
 bucket_bytes = 1024
 overlap = true
 prefetch = false
@@ -258,6 +259,7 @@ slow_factor = 2.5
   EXPECT_EQ(c.check, "precision");
   EXPECT_EQ(c.reference, "oracle");
   EXPECT_EQ(c.target_loss, 2.5);
+  EXPECT_EQ(c.target_window, 7);
   EXPECT_EQ(c.bucket_bytes, 1024);
   EXPECT_TRUE(c.overlap);
   EXPECT_FALSE(c.prefetch);
@@ -274,7 +276,7 @@ slow_factor = 2.5
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 34u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 35u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of

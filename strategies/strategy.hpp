@@ -49,6 +49,7 @@ struct CaseConfig {
   // A training loss to time the run to (cases.csv steps_to_target, time_to_target_s); it
   // never changes what is trained. Unset: no target.
   std::optional<double> target_loss;
+  int target_window = 1;  // steps whose losses are averaged before the comparison
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early

@@ -124,9 +124,6 @@ OPTIONAL_FILES = {"stages.csv", "steps.csv", "staleness.csv"}
 # Optional files a run writes only when some case has rows for them (staleness.csv: an
 # asynchronous case); their absence is not news.
 WHEN_USED_FILES = {"staleness.csv"}
-# Files the report reads before results/SCHEMA.md documents them (the parameter server's
-# staleness.csv, issue 9): test_load.py checks their units once it does.
-NOT_YET_IN_SCHEMA_MD = {"staleness.csv"}
 
 # Fixed bounds of the conformance checks (harness/checks.hpp), drawn on the plot.
 EXACT_BOUND = 1e-12  # max_rel_err of float64 cases against the float64 oracle
