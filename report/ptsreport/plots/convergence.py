@@ -8,6 +8,8 @@ little per step; against wall time they may win it back: the second plot is the 
 decides."""
 
 import matplotlib.pyplot as plt
+import textwrap
+
 import numpy as np
 
 from ..load import Run
@@ -96,9 +98,15 @@ def plot_staleness(run: Run):
         mean = (part["staleness"] * part["count"]).sum() / total if total > 0 else np.nan
         ax.text(0.98, 0.95, f"{total:g} gradients\nmean {mean:.2f}, max {part['staleness'].max():g}",
                 transform=ax.transAxes, ha="right", va="top", fontsize=7)
-        ax.set_title(f"{workload}: {case} ({strategy})", fontsize=9, loc="left")
+        # The case name already says the strategy; long names wrap instead of running into
+        # the next panel.
+        ax.set_title(textwrap.fill(f"{workload}: {case}", 44), fontsize=8, loc="left")
         ax.set_xlabel("staleness (steps between the parameters used and those updated)", fontsize=7)
         ax.set_ylabel("gradients applied (count)", fontsize=8)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        # One tick per staleness from 0 to the largest seen: a histogram of one bar keeps
+        # whole-step ticks too.
+        top = int(part["staleness"].max())
+        ax.set_xticks(range(top + 1))
+        ax.set_xlim(-0.6, top + 0.6)
         ax.grid(axis="y", alpha=0.3)
     return fig
