@@ -134,7 +134,7 @@ def test_staleness_histogram(tmp_path):
         if not ax.axison:
             continue
         titles[ax.get_title(loc="left")] = {(round(p.get_x() + p.get_width() / 2), p.get_height()) for p in ax.patches}
-    assert titles == {f"{cases.at[c, 'workload']}: {c} ({cases.at[c, 'strategy']})": set(h.items())
+    assert titles == {f"{cases.at[c, 'workload']}: {c}": set(h.items())
                       for c, h in STALENESS.items()}
     assert "48 gradients\nmean 0.96, max 2" in figure_texts(fig)
     bare, _ = load(copy_run("convergence", tmp_path / "bare"))
