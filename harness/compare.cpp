@@ -135,6 +135,7 @@ struct Run {
   fs::path dir;
   std::map<std::string, Table> tables;  // by file name
   std::optional<std::map<std::string, std::string>> env;
+  std::vector<Table> rerun_steps;  // a baseline's reruns/<n>/steps.csv: the same build run again
 };
 
 Run load_run(const std::string& dir) {
@@ -145,6 +146,12 @@ Run load_run(const std::string& dir) {
     throw ConfigError("'" + dir + "' has no cases.csv: not a run directory (ptsuite run --out DIR writes one)");
   if (r.tables["cases.csv"].col("case") < 0) throw ConfigError((r.dir / "cases.csv").string() + " has no column 'case'");
   r.env = read_env(r.dir);
+  std::error_code ec;
+  std::vector<fs::path> reruns;
+  for (const auto& e : fs::directory_iterator(r.dir / "reruns", ec))
+    if (fs::exists(e.path() / "steps.csv")) reruns.push_back(e.path() / "steps.csv");
+  std::sort(reruns.begin(), reruns.end());
+  for (const fs::path& p : reruns) r.rerun_steps.push_back(read_csv(p));
   return r;
 }
 
@@ -179,6 +186,8 @@ class Comparer {
     const Table& ct = c_.tables.at("cases.csv");
     const int dtype = bt.col("dtype");
     float32_ = dtype >= 0 && brow[dtype] == "float32";
+    const int reference = bt.col("reference");
+    asynchronous_ = reference >= 0 && brow[reference].rfind("replay:", 0) == 0;
     compare_row(name, "cases.csv", "", bt, brow, ct, crow);
     for (const char* file : {"steps.csv", "comm.csv", "memory.csv", "stages.csv", "staleness.csv"}) {
       const Table& b = b_.tables.at(file);
@@ -215,6 +224,9 @@ class Comparer {
       const int j = ct.col(column);
       const Compare cls = class_of(file, column);
       if (cls == Compare::key || cls == Compare::timing || cls == Compare::info) continue;
+      // A truly asynchronous case (checked against the replay of its own trace) computes
+      // other numbers each run: its losses and errors are shown, not compared.
+      if (asynchronous_ && (cls == Compare::float_ || cls == Compare::rounding) && file != "comm.csv") continue;
       if (j < 0) {
         add(Finding::Kind::note, name, file, column, key, brow[i], "", "no such column in CURRENT: not compared");
         continue;
@@ -244,9 +256,8 @@ class Comparer {
     }
   }
 
-  std::vector<double> timed_steps(const Run& r, const std::string& name, int warmup) const {
+  static std::vector<double> timed_steps(const Table& t, const std::string& name, int warmup) {
     std::vector<double> v;
-    const Table& t = r.tables.at("steps.csv");
     const int c = t.col("case"), s = t.col("step"), x = t.col("step_time_s");
     if (!t.present || c < 0 || s < 0 || x < 0) return v;
     for (const auto& row : t.rows) {
@@ -261,7 +272,8 @@ class Comparer {
     const Table& bt = b_.tables.at("cases.csv");
     const int w = bt.col("warmup_steps");
     const int warmup = w >= 0 ? static_cast<int>(number(brow[w]).value_or(0)) : 0;
-    const std::vector<double> x = timed_steps(b_, name, warmup), y = timed_steps(c_, name, warmup);
+    const std::vector<double> x = timed_steps(b_.tables.at("steps.csv"), name, warmup),
+                              y = timed_steps(c_.tables.at("steps.csv"), name, warmup);
     // With fewer than 5 samples a side even a complete separation has p > 0.01.
     if (x.size() < 5 || y.size() < 5) {
       add(Finding::Kind::note, name, "steps.csv", "step_time_s", "", std::to_string(x.size()), std::to_string(y.size()),
@@ -272,13 +284,28 @@ class Comparer {
     const double mx = median_of(x), my = median_of(y);
     std::vector<double> dev;
     for (double v : x) dev.push_back(std::fabs(v - mx));
-    const double band = o_.timing_band ? *o_.timing_band : 1.4826 * median_of(dev) / mx;
+    // The baseline's own spread: within its run, the robust standard deviation of one step;
+    // with reruns of the baseline's build (reruns/<n>/), also how far apart the runs' medians
+    // lie (max / min - 1), which is what a shared machine moves between runs.
+    const double within = 1.4826 * median_of(dev) / mx;
+    double lo = mx, hi = mx;
+    for (const Table& t : b_.rerun_steps) {
+      const std::vector<double> r = timed_steps(t, name, warmup);
+      if (r.empty()) continue;
+      lo = std::min(lo, median_of(r));
+      hi = std::max(hi, median_of(r));
+    }
+    const double between = hi / lo - 1;
+    const double band = o_.timing_band ? *o_.timing_band : std::max(within, between);
     const double ratio = my / mx;
     const double p_slower = mann_whitney_greater(x, y), p_faster = mann_whitney_greater(y, x);
     std::ostringstream d;
     d.precision(3);
     d << "medians of " << x.size() << " and " << y.size() << " timed steps; band " << 100 * band << " %"
-      << (o_.timing_band ? " (given)" : " (baseline spread)") << ", one-sided Mann-Whitney p = ";
+      << (o_.timing_band ? " (given)"
+          : between > within ? " (spread of the " + std::to_string(b_.rerun_steps.size() + 1) + " baseline runs' medians)"
+                             : " (baseline's step spread)")
+      << ", one-sided Mann-Whitney p = ";
     Finding::Kind kind;
     if (ratio > 1 + band && p_slower < o_.alpha) {
       kind = Finding::Kind::regression;
@@ -297,7 +324,7 @@ class Comparer {
   const Run& c_;
   const CompareOptions& o_;
   Comparison& out_;
-  bool float32_ = false;
+  bool float32_ = false, asynchronous_ = false;
   std::set<std::string> reported_steps_;
 };
 

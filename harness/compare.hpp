@@ -13,8 +13,9 @@ namespace pts {
 // compared with a one-sided Mann-Whitney U test at `alpha`; a change is reported only when
 // it is significant AND the ratio of the medians moves by more than the band. The band is
 // `timing_band` when set (a fraction, 0.1 = 10 %), else the baseline's own spread: the
-// robust relative standard deviation of one step, 1.4826 MAD / median (a shift smaller
-// than one step's typical deviation is what a rerun shows on a shared machine).
+// larger of the robust relative standard deviation of one step, 1.4826 MAD / median, and,
+// when BASELINE holds reruns of its build (reruns/<n>/steps.csv, ci/promote_baseline.sh
+// makes them), the spread of the runs' medians, max / min - 1: what a rerun moves.
 struct CompareOptions {
   std::optional<double> timing_band;
   double alpha = 0.01;

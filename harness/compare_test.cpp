@@ -21,14 +21,15 @@ namespace fs = std::filesystem;
 struct FakeRun {
   double ms = 10, slow = 1, loss_b = 2.5;
   int timed = 30, seed = 1;
-  std::string payload_a = "1024", git = "abc", compiler = "12.2.0";
+  std::string payload_a = "1024", git = "abc", compiler = "12.2.0", reference_b = "oracle";
   bool with_case_b = true;
 
   fs::path write(const fs::path& dir) const {
     fs::create_directories(dir);
-    std::ofstream(dir / "cases.csv") << "case,strategy,dtype,warmup_steps,step_time_s,comm_payload_bytes,verdict,reason\n"
-                                     << "a,ddp,float64,2,0.01," << payload_a << ",PASS,\"x, y\"\n"
-                                     << (with_case_b ? "b,fsdp,float32,2,0.01,2048,PASS,\n" : "");
+    std::ofstream(dir / "cases.csv")
+        << "case,strategy,dtype,reference,warmup_steps,step_time_s,comm_payload_bytes,verdict,reason\n"
+        << "a,ddp,float64,oracle,2,0.01," << payload_a << ",PASS,\"x, y\"\n"
+        << (with_case_b ? "b,fsdp,float32," + reference_b + ",2,0.01,2048,PASS,\n" : "");
     std::ofstream steps(dir / "steps.csv");
     steps << "case,step,loss,oracle_loss,step_time_s,wall_s\n";
     std::mt19937 gen(seed);
@@ -104,6 +105,26 @@ TEST_F(CompareTest, ATenPercentSlowdownIsFlaggedNamingCaseAndColumn) {
   EXPECT_EQ(faster.exit_code(), 0);
 }
 
+// With reruns of the baseline's build in BASELINE/reruns/, the band is the spread of the
+// runs' medians: a rerun 30 % slower than the baseline (a busy machine) is within it.
+TEST_F(CompareTest, TheBandCoversTheSpreadOfTheBaselinesReruns) {
+  FakeRun a, b, busy;
+  b.seed = 2, b.slow = 1.2;
+  busy.seed = 3, busy.slow = 1.3;
+  Comparison without = run(a, b);
+  EXPECT_EQ(without.exit_code(), 1);
+  busy.write(root_ / "busy");
+  fs::create_directories(root_ / "base" / "reruns" / "1");
+  fs::copy_file(root_ / "busy" / "steps.csv", root_ / "base" / "reruns" / "1" / "steps.csv");
+  Comparison with = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
+  EXPECT_EQ(with.exit_code(), 0) << format_comparison(with, "text");
+  b.slow = 1.6;  // beyond the spread of the baseline's runs
+  b.write(root_ / "cur");
+  Comparison beyond = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
+  ASSERT_EQ(count(beyond, Finding::Kind::regression), 1) << format_comparison(beyond, "text");
+  EXPECT_NE(beyond.findings[0].detail.find("spread of the 2 baseline runs' medians"), std::string::npos);
+}
+
 // A rerun that shows the slowdown again confirms it; one that does not turns it into a note.
 TEST_F(CompareTest, ATimingChangeStandsOnlyIfEveryRerunShowsIt) {
   FakeRun a, b, again;
@@ -149,6 +170,15 @@ TEST_F(CompareTest, FloatColumnsAreBitwiseWithinABuildAndWithinToleranceAcross) 
   EXPECT_EQ(across.env[0].key, "versions.compiler");
   b.loss_b = 2.5 * (1 + 1e-3);  // beyond it
   EXPECT_EQ(run(a, b).exit_code(), 1);
+}
+
+// An asynchronous case's losses differ run to run (it is checked against its own trace's
+// replay): not compared; its verdict still is.
+TEST_F(CompareTest, AnAsynchronousCaseKeepsItsVerdictButNotItsLosses) {
+  FakeRun a, b;
+  b.loss_b = 2.75;
+  for (FakeRun* r : {&a, &b}) r->reference_b = "replay:param-server";
+  EXPECT_EQ(run(a, b).exit_code(), 0);
 }
 
 TEST_F(CompareTest, AnIncompleteRunReportsItsMissingCase) {
