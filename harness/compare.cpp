@@ -139,7 +139,7 @@ struct Run {
 };
 
 Run load_run(const std::string& dir) {
-  Run r{dir, {}, {}};
+  Run r{dir, {}, {}, {}};
   if (!fs::is_directory(r.dir)) throw ConfigError("'" + dir + "' is not a run directory");
   for (const CsvSchema* s : all_schemas()) r.tables[s->file] = read_csv(r.dir / s->file);
   if (!r.tables["cases.csv"].present)
