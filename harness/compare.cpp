@@ -276,8 +276,9 @@ class Comparer {
                               y = timed_steps(c_.tables.at("steps.csv"), name, warmup);
     // With fewer than 5 samples a side even a complete separation has p > 0.01.
     if (x.size() < 5 || y.size() < 5) {
-      add(Finding::Kind::note, name, "steps.csv", "step_time_s", "", std::to_string(x.size()), std::to_string(y.size()),
-          "too few timed steps to test (5 a side needed)");
+      add(Finding::Kind::note, name, "steps.csv", "step_time_s", "", "", "",
+          "too few timed steps to test: " + std::to_string(x.size()) + " and " + std::to_string(y.size()) +
+              ", 5 a side needed");
       return;
     }
     ++out_.timings_tested;
