@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The nightly regression run: suite/nightly.toml, compared with the committed baseline of this
-# machine class (results/baselines/<class>/), appended to a history (one tidy CSV) and the
-# trend report rebuilt from it. Exit: compare's (0 nothing regressed, 1 a regression, 2 bad
-# input or no baseline for this machine class).
+# machine class (results/baselines/<class>/), appended to a history (HISTORY_DIR/runs/<run id>/
+# with its compare.json, and HISTORY_DIR/history.csv) and the trend report rebuilt from it.
+# Exit: compare's (0 nothing regressed, 1 a regression, 2 bad input or no baseline for this
+# machine class).
 #   ci/nightly.sh [HISTORY_DIR]     default results/runs/history (results/runs/ is not committed)
 #   ci/nightly.sh --machine-class   prints this machine's class and exits
 # Timings: ranks = min(4, usable cores), so no rank shares a core (oversubscribed step times
@@ -38,5 +39,9 @@ status=0
 bash ci/compare_run.sh build/ptsuite suite/nightly.toml "$baseline" "$run" || status=$?
 python3 report/make_report.py "$run" >/dev/null
 python3 ci/trend.py "$history" "$run" "$status"
+# The report over the history's runs against the baseline, where report/ has it.
+if [[ -f report/compare_runs.py ]]; then
+  python3 report/compare_runs.py "$baseline" "$history/runs" --out "$history/report" >/dev/null || true
+fi
 echo "ci/nightly.sh: run $run, compare exit $status; trend report $history/trend.md"
 exit $status

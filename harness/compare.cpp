@@ -472,6 +472,13 @@ std::string format_comparison(const Comparison& c, const std::string& format) {
     j["exit_code"] = c.exit_code();
     j["environment"] = nlohmann::json::array();
     for (const EnvDiff& e : c.env) j["environment"].push_back({{"key", e.key}, {"baseline", e.baseline}, {"current", e.current}});
+    // What fails the gate, each naming a case and a column (report/compare_runs.py rings them).
+    j["regressions"] = nlohmann::json::array();
+    for (const Finding& f : c.findings)
+      if (f.kind == Finding::Kind::regression || f.kind == Finding::Kind::mismatch ||
+          f.kind == Finding::Kind::missing_case)
+        j["regressions"].push_back({{"kind", to_string(f.kind)}, {"case", f.case_name}, {"column", f.column},
+                                    {"file", f.file}, {"baseline", f.baseline}, {"current", f.current}});
     j["findings"] = nlohmann::json::array();
     for (const Finding& f : c.findings)
       j["findings"].push_back({{"kind", to_string(f.kind)}, {"case", f.case_name}, {"file", f.file}, {"column", f.column},

@@ -212,6 +212,9 @@ TEST_F(CompareTest, EveryFormatNamesTheRegression) {
     EXPECT_NE(out.find("step_time_s"), std::string::npos) << format;
     EXPECT_NE(out.find("regression"), std::string::npos) << format;
   }
+  // json: what fails the gate, case and column, under "regressions".
+  const std::string json = format_comparison(c, "json");
+  EXPECT_NE(json.find("\"regressions\": [\n    {"), std::string::npos) << json;
 }
 
 }  // namespace
