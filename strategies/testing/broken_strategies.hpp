@@ -15,5 +15,7 @@ namespace pts {
 // ps-drop, ps-double-apply, ps-ignore-staleness (broken_param_server.cpp)   -> trace
 void add_broken_strategies(StrategyRegistry& r);
 void add_broken_param_servers(StrategyRegistry& r);
+// ddp-slow (slow_strategies.cpp): ddp plus a 10 % sleep each step  -> compare's timing gate
+void add_slow_strategies(StrategyRegistry& r);
 
 }  // namespace pts
