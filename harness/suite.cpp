@@ -192,16 +192,24 @@ void collect(const toml::table& table, const std::string& path, const std::vecto
         }
         if (!t->contains("bus_gbps") || as_num(*t->get("bus_gbps")) <= 0)
           fail(path, line_of(n), key, "needs bus_gbps > 0 (GB/s); leave link out for no link model");
+        // A modeled time past 2^63 ns overflows the link's clock: keep far from it.
+        if (as_num(*t->get("bus_gbps")) < 1e-6)
+          fail(path, line_of(n), key + ".bus_gbps", "must be at least 1e-6 GB/s (1 kB/s)");
+        if (t->contains("latency_us") && as_num(*t->get("latency_us")) > 1e6)
+          fail(path, line_of(n), key + ".latency_us", "must be at most 1e6 us (one second per operation)");
       }
       // inf and nan are valid TOML but no setting means them: a step would compute nan.
       if (kind == Kind::number && !std::isfinite(as_num(n)))
         fail(path, line_of(n), key, "must be a finite number, got " + num_text(as_num(n)));
       if (n.is_integer()) {
         int64_t v = as_int(n);
-        // Counts and sizes are never negative; the layout and step counts are stored as int.
-        static const std::set<std::string> narrow = {"dp", "tp", "pp", "steps", "warmup_steps"};
+        // Counts and sizes are never negative. Every integer but these two (int64 in
+        // CaseConfig; global_batch has its own limit) is stored or used as an int somewhere.
+        static const std::set<std::string> wide = {"global_batch", "seed"};
         if (v < 0) fail(path, line_of(n), key, "must not be negative, got " + std::to_string(v));
-        if (narrow.count(key) && v > INT32_MAX) fail(path, line_of(n), key, "is out of range: " + std::to_string(v));
+        if (!wide.count(key) && v > INT32_MAX)
+          fail(path, line_of(n), key, "is out of range: " + std::to_string(v) + " (at most " +
+                                          std::to_string(INT32_MAX) + ")");
       }
     };
     if (const toml::array* arr = v.as_array()) {

@@ -624,6 +624,22 @@ TEST(SuiteErrors, NonFiniteNumbersAreRefusedWhereverTheyAreSet) {
   }
 }
 
+// Integers past INT32_MAX would wrap where they are stored or used as int.
+TEST(SuiteErrors, IntegersPastAnIntAreOutOfRange) {
+  EXPECT_TRUE(contains(error_of("[[case]]\ntarget_window = 9223372036854775807\n"),
+                       "test.toml:2: key 'target_window': is out of range: 9223372036854775807 (at most 2147483647)"));
+  EXPECT_TRUE(contains(error_of("[[case]]\nstrategy = \"ddp\"\nmicrobatches = 2147483648\n"),
+                       "test.toml:3: key 'microbatches': is out of range: 2147483648"));
+  EXPECT_EQ(parse("[[case]]\nseed = 9223372036854775807\n").cases.at(0).seed, 9223372036854775807u);
+}
+
+TEST(SuiteErrors, LinkSettingsFarFromOverflowingTheClock) {
+  EXPECT_TRUE(contains(error_of("[[case]]\nlink = { bus_gbps = 1e-300 }\n"),
+                       "test.toml:2: key 'link.bus_gbps': must be at least 1e-6 GB/s"));
+  EXPECT_TRUE(contains(error_of("[[case]]\nlink = { bus_gbps = 1, latency_us = 1e7 }\n"),
+                       "test.toml:2: key 'link.latency_us': must be at most 1e6 us"));
+}
+
 TEST(SuiteErrors, OptimizerSettingsOutsideTheirRanges) {
   EXPECT_TRUE(contains(error_of("[[case]]\nlr = 0\n"), "test.toml:2: key 'lr': must be positive"));
   EXPECT_TRUE(contains(error_of("[[case]]\nmomentum = 1\n"), "test.toml:2: key 'momentum': must be in [0, 1), got 1"));
