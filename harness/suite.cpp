@@ -570,6 +570,17 @@ std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
 
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
                   int world_size) {
+  // toml++ recurses once per level of a dotted key (a.b.c = 1), with no depth limit like
+  // the one it keeps for nested arrays and tables: 50,000 levels overflow the stack. A key
+  // never spans lines, so dots per line bound the depth.
+  constexpr int kMaxDotsPerLine = 1000;
+  int line = 1, dots = 0;
+  for (char ch : text) {
+    if (ch == '\n') ++line, dots = 0;
+    else if (ch == '.' && ++dots > kMaxDotsPerLine)
+      throw ConfigError(path + ":" + std::to_string(line) + ": more than " + std::to_string(kMaxDotsPerLine) +
+                        " dots on one line; no suite key nests that deep");
+  }
   toml::table root;
   try {
     root = toml::parse(text, path);

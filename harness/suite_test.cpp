@@ -640,6 +640,14 @@ TEST(SuiteErrors, LinkSettingsFarFromOverflowingTheClock) {
                        "test.toml:2: key 'link.latency_us': must be at most 1e6 us"));
 }
 
+// Found probing by hand (suite_fuzz keeps to 4 KB inputs): a 50,000-level dotted key
+// overflowed the stack inside toml++.
+TEST(SuiteErrors, ADottedKeyNestedThousandsDeepIsRefusedBeforeParsing) {
+  std::string deep = "[[case]]\n";
+  for (int i = 0; i < 50000; ++i) deep += "a.";
+  EXPECT_EQ(error_of(deep + "b = 1\n"), "test.toml:2: more than 1000 dots on one line; no suite key nests that deep");
+}
+
 TEST(SuiteErrors, OptimizerSettingsOutsideTheirRanges) {
   EXPECT_TRUE(contains(error_of("[[case]]\nlr = 0\n"), "test.toml:2: key 'lr': must be positive"));
   EXPECT_TRUE(contains(error_of("[[case]]\nmomentum = 1\n"), "test.toml:2: key 'momentum': must be in [0, 1), got 1"));
