@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 DEBS=(build-essential cmake pkg-config openmpi-bin libopenmpi-dev libopenblas-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libtomlplusplus-dev
-      libfccp-dev nlohmann-json3-dev ccache)
+      libfccp-dev nlohmann-json3-dev ccache
+      clang)  # libFuzzer and its sanitizers, for ci/test.sh's fuzz step
 
 missing=()
 for p in "${DEBS[@]}"; do

@@ -26,7 +26,28 @@ if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
         -DPTSUITE_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   unit_tests=$(cd build-asan && ctest -N -L unit | sed -n 's/^ *Test *#[0-9]*: //p')
   # shellcheck disable=SC2086
-  cmake --build build-asan -j"$JOBS" --target $unit_tests model_parallel_test param_server_test async_test
+  cmake --build build-asan -j"$JOBS" --target $unit_tests model_parallel_test param_server_test async_test ptsuite
   (cd build-asan && ctest --output-on-failure --no-tests=error -L unit)
   (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure --no-tests=error -R '^(model_parallel|param_server|async)_test_')
+  # Hostile suites (inf, nan, absurd sizes, a FIFO or /dev/zero as data): exit 2, no report.
+  bash fuzz/hostile_cli.sh build-asan/ptsuite
+fi
+if [[ "${PTSUITE_CI_FUZZ:-1}" == 1 ]]; then
+  # The suite parser and the token-file reader under libFuzzer with ASan/UBSan, each for
+  # PTSUITE_FUZZ_SECONDS from fuzz/corpus/. New inputs go to a scratch directory (the
+  # committed corpus changes by hand only); a crash leaves its input in build-fuzz/.
+  cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE=-O1 -DCMAKE_CXX_COMPILER=clang++ \
+        -DPTSUITE_FUZZ=ON -DPTSUITE_TESTS=OFF -DPTSUITE_BENCH=OFF -DPTSUITE_NATIVE=OFF "${LAUNCHER[@]}" >/dev/null
+  cmake --build build-fuzz -j"$JOBS" --target suite_fuzz tokens_fuzz
+  for target in suite tokens; do
+    scratch=$(mktemp -d)
+    if ! ASAN_OPTIONS=detect_leaks=0 build-fuzz/${target}_fuzz -max_total_time="${PTSUITE_FUZZ_SECONDS:-20}" \
+         -timeout=10 -rss_limit_mb=2048 -artifact_prefix=build-fuzz/ -dict=fuzz/$target.dict \
+         "$scratch" "fuzz/corpus/$target" >"$scratch.log" 2>&1; then
+      tail -60 "$scratch.log"
+      echo "fuzz: ${target}_fuzz failed; its input is in build-fuzz/ (crash-*, timeout-*)" >&2
+      exit 1
+    fi
+    grep -E '^Done|^#[0-9]+ *DONE' "$scratch.log" | tail -1
+  done
 fi

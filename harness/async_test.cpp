@@ -143,6 +143,12 @@ TEST(AsyncOptions, BadSettingsAreRefusedNamingTheKey) {
   EXPECT_TRUE(has(e, "test.toml:4: key 'outer_momentum': outer_momentum must be in [0, 1)")) << e;
   e = error_of(head + "\"diloco\"\ndp = 2\nouter_lr = -0.5\n");
   EXPECT_TRUE(has(e, "test.toml:4: key 'outer_lr': outer_lr must be a positive finite number")) << e;
+  e = error_of(head + "\"delayed-sgd\"\ndp = 2\nsteps = 4\nstaleness = 4\n");
+  EXPECT_TRUE(has(e, "test.toml:5: key 'staleness': staleness 4 would apply no gradient in 4 steps")) << e;
+  e = error_of(head + "\"local-sgd\"\ndp = 2\nslow_factor = 1e6\n");
+  EXPECT_TRUE(has(e, "test.toml:4: key 'slow_factor': slow_factor must be in [1, 10000]")) << e;
+  e = error_of(head + "\"local-sgd\"\ndp = 2\nslow_rank = 2\n");
+  EXPECT_TRUE(has(e, "test.toml:4: key 'slow_rank': slow_rank 2 is not a rank of the case's 2")) << e;
   // Options these algorithms do not have are refused, not ignored.
   e = error_of(head + "\"local-sgd\"\ndp = 2\noverlap = true\n");
   EXPECT_TRUE(has(e, "test.toml:4: key 'overlap': is not an option of strategy 'local-sgd'")) << e;

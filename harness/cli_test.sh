@@ -244,6 +244,34 @@ check "matrix --cases lists fsdp's cases" has p2.out "fsdp-options-dp3-float64-p
 run p3 "$BIN" matrix fdsp
 check "matrix of an unknown strategy exits 2 (got $rc)" test "$rc" -eq 2
 
+# (inputs) hostile input: exit 2 before anything runs, naming file:line, key and the limit
+# or the problem, and --out not created. A FIFO as data must not block (timeout 60).
+mkfifo tokens.fifo
+hostile() {  # hostile NAME EXPECTED_STDERR: runs NAME.toml on 2 ranks
+  run "h_$1" timeout 60 "${NP2[@]}" run "$1.toml" --out "out_$1" --quiet
+  check "hostile $1 exits 2 (got $rc)" test "$rc" -eq 2
+  check "hostile $1: stderr says why" has "h_$1.err" "$2"
+  check "hostile $1: --out dir not created" test ! -e "out_$1"
+  [ "$rc" -eq 2 ] || show "h_$1.err"
+}
+printf '[[case]]\nworkload = "gpt-tiny"\ndata = "tokens.fifo"\n' >fifo_data.toml
+hostile fifo_data "fifo_data.toml:3: key 'data': token file tokens.fifo: not a regular file (a FIFO)"
+printf '[[case]]\nworkload = "gpt-tiny"\ndata = "/dev/zero"\n' >zero_data.toml
+hostile zero_data "zero_data.toml:3: key 'data': token file /dev/zero: not a regular file (a device or socket)"
+printf '[[case]]\nstrategy = "ddp"\ndp = 2\nlink = { bus_gbps = 10, latency_us = inf }\n' >inf_latency.toml
+hostile inf_latency "inf_latency.toml:4: key 'link.latency_us': must be a finite, non-negative number"
+printf '[[case]]\nsteps = 2147483647\n' >huge_steps.toml
+hostile huge_steps "huge_steps.toml:2: key 'steps': 2147483647 steps is over the limit of 100000 (limits.max_steps)"
+printf '[[case]]\nlr = inf\n' >inf_lr.toml
+hostile inf_lr "inf_lr.toml:2: key 'lr': must be a finite number, got inf"
+printf '[[case]]\noptimizer = "adamw"\neps = 0\n' >zero_eps.toml
+hostile zero_eps "zero_eps.toml:3: key 'eps': must be positive, got 0"
+printf '[[case]]\nglobal_batch = 1000000000000\n' >huge_batch.toml
+hostile huge_batch "huge_batch.toml:2: key 'global_batch': 1000000000000 samples is over the limit of 65536"
+run h_suite_fifo timeout 60 "${NP2[@]}" run tokens.fifo --out out_suite_fifo --quiet
+check "a FIFO as the suite exits 2 (got $rc)" test "$rc" -eq 2
+check "a FIFO as the suite: not a regular file" has h_suite_fifo.err "tokens.fifo: not a regular file"
+
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"
   exit 1

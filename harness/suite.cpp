@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string_view>
 
+#include <sys/stat.h>
+
 #include "core/error.hpp"
 #include "workloads/tokens.hpp"
 #include "workloads/workload.hpp"
@@ -100,6 +102,13 @@ bool has_kind(const toml::node& n, Kind k) {
 
 int line_of(const toml::node& n) { return static_cast<int>(n.source().begin.line); }
 
+// "inf", "nan", "0.5": a number as an error message quotes it.
+std::string num_text(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
 // The label a varying value contributes to a generated case name: "float32", "dp2", "overlap".
 std::string label(const std::string& key, const toml::node& v) {
   if (v.is_string()) return as_str(v);
@@ -178,18 +187,29 @@ void collect(const toml::table& table, const std::string& path, const std::vecto
           std::string sub(lk.str());
           if (sub != "bus_gbps" && sub != "latency_us")
             fail(path, line_of(lv), key + "." + sub, "unknown link setting; a link has bus_gbps and latency_us");
-          if (!has_kind(lv, Kind::number) || as_num(lv) < 0)
-            fail(path, line_of(lv), key + "." + sub, "must be a non-negative number");
+          if (!has_kind(lv, Kind::number) || !std::isfinite(as_num(lv)) || as_num(lv) < 0)
+            fail(path, line_of(lv), key + "." + sub, "must be a finite, non-negative number");
         }
         if (!t->contains("bus_gbps") || as_num(*t->get("bus_gbps")) <= 0)
           fail(path, line_of(n), key, "needs bus_gbps > 0 (GB/s); leave link out for no link model");
+        // A modeled time past 2^63 ns overflows the link's clock: keep far from it.
+        if (as_num(*t->get("bus_gbps")) < 1e-6)
+          fail(path, line_of(n), key + ".bus_gbps", "must be at least 1e-6 GB/s (1 kB/s)");
+        if (t->contains("latency_us") && as_num(*t->get("latency_us")) > 1e6)
+          fail(path, line_of(n), key + ".latency_us", "must be at most 1e6 us (one second per operation)");
       }
+      // inf and nan are valid TOML but no setting means them: a step would compute nan.
+      if (kind == Kind::number && !std::isfinite(as_num(n)))
+        fail(path, line_of(n), key, "must be a finite number, got " + num_text(as_num(n)));
       if (n.is_integer()) {
         int64_t v = as_int(n);
-        // Counts and sizes are never negative; the layout and step counts are stored as int.
-        static const std::set<std::string> narrow = {"dp", "tp", "pp", "steps", "warmup_steps"};
+        // Counts and sizes are never negative. Every integer but these two (int64 in
+        // CaseConfig; global_batch has its own limit) is stored or used as an int somewhere.
+        static const std::set<std::string> wide = {"global_batch", "seed"};
         if (v < 0) fail(path, line_of(n), key, "must not be negative, got " + std::to_string(v));
-        if (narrow.count(key) && v > INT32_MAX) fail(path, line_of(n), key, "is out of range: " + std::to_string(v));
+        if (!wide.count(key) && v > INT32_MAX)
+          fail(path, line_of(n), key, "is out of range: " + std::to_string(v) + " (at most " +
+                                          std::to_string(INT32_MAX) + ")");
       }
     };
     if (const toml::array* arr = v.as_array()) {
@@ -211,7 +231,7 @@ int source_line(const std::vector<Setting>& settings, const std::string& key, in
 }
 
 void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, int case_line,
-                   const std::string& path, const StrategyRegistry& registry, int world_size) {
+                   const std::string& path, const StrategyRegistry& registry, int world_size, const Limits& limits) {
   auto where = [&](const std::string& key) { return source_line(settings, key, case_line); };
   auto require = [&](bool ok, const std::string& key, const std::string& msg) {
     if (!ok) fail(path, where(key), key, msg);
@@ -240,6 +260,33 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
           "must be in [0, steps), got " + std::to_string(c.warmup_steps) + " with steps " + std::to_string(c.steps));
   require(c.global_batch >= 1, "global_batch", "must be at least 1");
   require(c.optimizer.lr > 0, "lr", "must be positive");
+  // The optimizer's ranges: a momentum or beta of 1 never forgets, eps 0 divides by zero.
+  const OptimizerConfig& o = c.optimizer;
+  require(o.momentum >= 0 && o.momentum < 1, "momentum", "must be in [0, 1), got " + num_text(o.momentum));
+  require(o.weight_decay >= 0, "weight_decay", "must not be negative, got " + num_text(o.weight_decay));
+  require(o.beta1 >= 0 && o.beta1 < 1, "beta1", "must be in [0, 1), got " + num_text(o.beta1));
+  require(o.beta2 >= 0 && o.beta2 < 1, "beta2", "must be in [0, 1), got " + num_text(o.beta2));
+  require(o.eps > 0, "eps", "must be positive, got " + num_text(o.eps));
+  // Resource limits, each with the [limits] key that raises it.
+  auto over_limit = [&](const std::string& key, const std::string& value, const std::string& limit_key,
+                        const std::string& limit) {
+    fail(path, where(key), key, value + " is over the limit of " + limit + " (limits." + limit_key +
+                                    "); if you mean it, raise the limit in the suite: [limits] " + limit_key + " = ...");
+  };
+  if (c.steps > limits.max_steps)
+    over_limit("steps", std::to_string(c.steps) + " steps", "max_steps", std::to_string(limits.max_steps));
+  if (c.global_batch > limits.max_global_batch)
+    over_limit("global_batch", std::to_string(c.global_batch) + " samples", "max_global_batch",
+               std::to_string(limits.max_global_batch));
+  // In double: three axes of up to 2^31 each overflow any integer (Layout::num_ranks is int).
+  const double ranks = double(c.layout.dp) * c.layout.tp * c.layout.pp;
+  if (ranks > double(limits.max_ranks)) {
+    std::string key = c.layout.dp > 1 ? "dp" : c.layout.tp > 1 ? "tp" : "pp";
+    over_limit(key,
+               "dp(" + std::to_string(c.layout.dp) + ") * tp(" + std::to_string(c.layout.tp) + ") * pp(" +
+                   std::to_string(c.layout.pp) + ") = " + num_text(ranks) + " ranks",
+               "max_ranks", std::to_string(limits.max_ranks));
+  }
   require(c.check != "exact" || c.dtype == "float64", "check", "exact needs dtype float64");
   require(c.target_window >= 1, "target_window", "must be at least 1 (1: each step's own loss)");
   if (c.target_loss) {
@@ -261,6 +308,12 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
                                     std::to_string(c.layout.num_ranks()) + " or more");
   }
   const WorkloadSpec& w = *find_workload(c.workload);
+  const double flops = double(c.steps) * double(c.global_batch) * w.flops_per_sample();
+  if (flops > limits.max_flops)
+    over_limit("steps",
+               "steps(" + std::to_string(c.steps) + ") * global_batch(" + std::to_string(c.global_batch) + ") * " +
+                   num_text(w.flops_per_sample()) + " FLOPs per " + w.name + " sample = " + num_text(flops) + " FLOPs",
+               "max_flops", num_text(limits.max_flops));
   if (!c.data.empty() && c.data != "synthetic") {
     require(w.model_kind().reads_tokens(), "data",
             "a token file needs a workload that reads tokens (gpt); " + w.name + " makes its own data");
@@ -317,6 +370,21 @@ void expand(const std::vector<Setting>& settings, int line, bool shared_stem, co
   std::vector<const Setting*> axes;
   for (const auto& s : settings)
     if (s.value->is_array()) axes.push_back(&s);
+  // The case count first: a 40,000-case matrix is refused before one case is built.
+  double count = 1;
+  const Setting* longest = nullptr;
+  for (const Setting* a : axes) {
+    count *= double(a->value->as_array()->size());
+    if (!longest || a->value->as_array()->size() > longest->value->as_array()->size()) longest = a;
+  }
+  if (double(suite.cases.size()) + count > double(suite.limits.max_cases)) {
+    const std::string key = longest ? longest->key : "case";
+    fail(path, longest ? line_in(*longest, *longest->value) : line, key,
+         "this table expands to " + num_text(count) + " cases, which takes the suite to " +
+             num_text(double(suite.cases.size()) + count) + ", over the limit of " +
+             std::to_string(suite.limits.max_cases) +
+             " (limits.max_cases); if you mean it, raise the limit in the suite: [limits] max_cases = ...");
+  }
   std::vector<size_t> idx(axes.size(), 0);
   for (;;) {
     CaseConfig c;
@@ -356,7 +424,7 @@ void expand(const std::vector<Setting>& settings, int line, bool shared_stem, co
     c.name = name;
     if (!c.stage_layers_text.empty())
       c.stage_layers = parse_stage_layers(c.stage_layers_text, path, source_line(settings, "stage_layers", line));
-    validate_case(c, settings, line, path, registry, world_size);
+    validate_case(c, settings, line, path, registry, world_size, suite.limits);
     if (auto it = name_lines.find(c.name); it != name_lines.end())
       fail(path, line, "name", "case name '" + c.name + "' is also generated by the case at line " +
                                           std::to_string(it->second) + "; give the cases distinct names");
@@ -464,6 +532,33 @@ void expand_generate(const toml::table& g, const std::vector<Setting>& defaults,
   }
 }
 
+// A top-level [limits] table: each key replaces one default of Limits.
+Limits parse_limits(const toml::node& v, const std::string& path) {
+  if (!v.is_table()) fail(path, line_of(v), "limits", "must be a table: [limits] max_steps = N, ...");
+  const std::map<std::string, int64_t Limits::*> counts = {{"max_steps", &Limits::max_steps},
+                                                           {"max_global_batch", &Limits::max_global_batch},
+                                                           {"max_ranks", &Limits::max_ranks},
+                                                           {"max_cases", &Limits::max_cases}};
+  Limits limits;
+  for (auto&& [k, n] : *v.as_table()) {
+    const std::string name(k.str()), key = "limits." + name;
+    if (name == "max_flops") {
+      if (!has_kind(n, Kind::number) || !std::isfinite(as_num(n)) || as_num(n) <= 0)
+        fail(path, line_of(n), key, "must be a finite number > 0 (FLOPs of one case)");
+      limits.max_flops = as_num(n);
+      continue;
+    }
+    auto it = counts.find(name);
+    if (it == counts.end())
+      fail(path, line_of(n), key, "unknown limit; known: max_cases, max_flops, max_global_batch, max_ranks, max_steps");
+    // Steps and rank counts are stored as int; beyond that no limit can be raised.
+    if (!n.is_integer() || as_int(n) < 1 || as_int(n) > INT32_MAX)
+      fail(path, line_of(n), key, "must be an integer in [1, " + std::to_string(INT32_MAX) + "]");
+    limits.*(it->second) = as_int(n);
+  }
+  return limits;
+}
+
 }  // namespace
 
 std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
@@ -475,6 +570,17 @@ std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
 
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
                   int world_size) {
+  // toml++ recurses once per level of a dotted key (a.b.c = 1), with no depth limit like
+  // the one it keeps for nested arrays and tables: 50,000 levels overflow the stack. A key
+  // never spans lines, so dots per line bound the depth.
+  constexpr int kMaxDotsPerLine = 1000;
+  int line = 1, dots = 0;
+  for (char ch : text) {
+    if (ch == '\n') ++line, dots = 0;
+    else if (ch == '.' && ++dots > kMaxDotsPerLine)
+      throw ConfigError(path + ":" + std::to_string(line) + ": more than " + std::to_string(kMaxDotsPerLine) +
+                        " dots on one line; no suite key nests that deep");
+  }
   toml::table root;
   try {
     root = toml::parse(text, path);
@@ -493,12 +599,14 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
     } else if (key == "defaults") {
       if (!v.is_table()) fail(path, line_of(v), key, "must be a table: [defaults]");
       collect(*v.as_table(), path, options, true, defaults);
+    } else if (key == "limits") {
+      suite.limits = parse_limits(v, path);
     } else if (key == "case" || key == "generate") {
       if (!v.is_array_of_tables() || v.as_array()->empty())
         fail(path, line_of(v), key, "must be one or more [[" + key + "]] tables");
     } else {
       fail(path, line_of(v), key,
-           "unknown top-level key; a suite has description, [defaults], [[generate]] and [[case]] tables");
+           "unknown top-level key; a suite has description, [limits], [defaults], [[generate]] and [[case]] tables");
     }
   }
   const toml::array* cases = root["case"].as_array();
@@ -567,6 +675,13 @@ Suite matrix_suite(const StrategyRegistry& registry, const std::string& strategy
 }
 
 Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size) {
+  // stat first: opening a FIFO blocks until a writer comes, and /dev/zero never ends.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw ConfigError(path + ": cannot open suite file");
+  if (!S_ISREG(st.st_mode)) throw ConfigError(path + ": not a regular file; a suite is a TOML file");
+  constexpr off_t kMaxSuiteBytes = 16 << 20;
+  if (st.st_size > kMaxSuiteBytes)
+    throw ConfigError(path + ": " + std::to_string(st.st_size) + " bytes; a suite file is at most 16 MiB");
   std::ifstream f(path);
   if (!f) throw ConfigError(path + ": cannot open suite file");
   std::stringstream ss;

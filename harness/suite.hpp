@@ -6,7 +6,11 @@
 // matrix entry as if it were a [[case]] table, with [defaults] under it and the [[generate]]
 // table's own settings over it. The whole file is validated, layouts included, before
 // anything runs; every error names the file, line and key.
+//
+// Resource limits (Limits) refuse settings that would run for days or exhaust memory; a
+// top-level [limits] table raises (or lowers) any of them for one suite file.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,9 +18,20 @@
 
 namespace pts {
 
+// The defaults are generous for this suite's presets on a workstation or a small cluster:
+// every committed suite stays at least ten times under each one (SuiteFiles test).
+struct Limits {
+  int64_t max_steps = 100000;         // steps of one case
+  int64_t max_global_batch = 65536;   // samples per step
+  int64_t max_ranks = 4096;           // dp * tp * pp of one case
+  int64_t max_cases = 10000;          // expanded cases of the whole suite
+  double max_flops = 1e17;            // steps * global_batch * the workload's FLOPs per sample
+};
+
 struct Suite {
   std::string path;
   std::string description;
+  Limits limits;
   std::vector<CaseConfig> cases;
 };
 

@@ -368,7 +368,8 @@ void validate_param_server(const CaseConfig& c, const WorkloadSpec& w) {
     throw CaseError("slow_rank", "slow_rank " + std::to_string(slow) + " is not a worker: choose -1 (none) or 0 to " +
                                      std::to_string(workers - 1));
   const double factor = c.option<double>("slow_factor");
-  if (!(factor >= 1.0)) throw CaseError("slow_factor", "slow_factor must be at least 1 (1: not slowed)");
+  if (!(factor >= 1.0 && factor <= 10000.0))
+    throw CaseError("slow_factor", "slow_factor must be in [1, 10000] (1: not slowed)");
 }
 
 namespace {

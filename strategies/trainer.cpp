@@ -9,6 +9,10 @@
 
 namespace pts {
 
+// A straggler emulation beyond this sleeps for hours per step (and beyond ~1e9 overflows
+// the sleep's duration): a setting to refuse, not to run.
+constexpr double kMaxSlowFactor = 10000;
+
 void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
@@ -24,8 +28,8 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
   if (c.slow_rank < -1 || c.slow_rank >= l.num_ranks())
     throw CaseError("slow_rank", "slow_rank " + std::to_string(c.slow_rank) + " is not a rank of the case's " +
                                      std::to_string(l.num_ranks()) + " (-1: none)");
-  if (!std::isfinite(c.slow_factor) || c.slow_factor < 1)
-    throw CaseError("slow_factor", "slow_factor must be a finite number >= 1");
+  if (!std::isfinite(c.slow_factor) || c.slow_factor < 1 || c.slow_factor > kMaxSlowFactor)
+    throw CaseError("slow_factor", "slow_factor must be in [1, " + std::to_string(int(kMaxSlowFactor)) + "]");
 }
 
 namespace {

@@ -37,23 +37,39 @@ class MarkovTokens final : public TokenSource {
   int64_t vocab_, seq_;
 };
 
+// Where a token file's tokens lie: `begin` bytes in (after an llm.c header), `count` of them.
+struct TokenSpan {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+// The span of a file of `file_bytes` bytes whose first bytes are head[0, head_bytes) (at
+// least min(file_bytes, 1024) of them). Throws ConfigError for a bad llm.c header or an odd
+// byte count, naming `path`.
+TokenSpan token_span(const std::string& path, const unsigned char* head, int64_t head_bytes, int64_t file_bytes);
+
+// A token file mapped read-only, scanned once (tokens.cpp).
+struct MappedTokens;
+
 // Tokens from a file of little-endian uint16 tokens, either raw (nanoGPT's train.bin) or
 // with llm.c's 256 x int32 header (magic 20240520, version 1, token count). Sample s of
-// step k starts at token ((k * global_batch + s) * seq) mod (tokens - seq); the whole file
-// is read and validated when constructed.
+// step k starts at token ((k * global_batch + s) * seq) mod (tokens - seq).
+// A file is mapped (mmap, read-only) and scanned once per process, the first time a
+// TokenFile names it; later ones (every case of a suite, its validation) share the mapping,
+// so a rank's resident memory holds only the pages its samples read.
 class TokenFile final : public TokenSource {
  public:
-  // Throws ConfigError naming the file and the problem: missing, unreadable, odd size, a bad
-  // llm.c header, fewer than seq + 1 tokens, or a token >= vocab (with its position).
+  // Throws ConfigError naming the file and the problem: missing, not a regular file (a FIFO,
+  // a device, a directory), unreadable, odd size, a bad llm.c header, fewer than seq + 1
+  // tokens, or a token >= vocab (the largest, with its position).
   TokenFile(const std::string& path, int64_t vocab, int64_t seq);
   void fill(int64_t step, int64_t global_batch, int64_t first, int64_t count, int32_t* out) const override;
   std::string describe() const override;
-  int64_t num_tokens() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t num_tokens() const;
 
  private:
   std::string path_;
   int64_t seq_;
-  std::vector<uint16_t> tokens_;
+  std::shared_ptr<const MappedTokens> map_;
 };
 
 // `data` is "" or "synthetic" for MarkovTokens, else a path for TokenFile.

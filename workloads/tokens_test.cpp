@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -142,7 +143,16 @@ TEST_F(TokenFiles, MalformedFilesAreRefusedWithTheirProblem) {
   const std::string missing = (dir / "missing.bin").string();
   EXPECT_TRUE(has(error_of(missing, 100, 4), missing + ": cannot open"));
   std::string e = error_of(dir.string(), 100, 4);
-  EXPECT_TRUE(has(e, dir.string() + ": cannot read")) << e;
+  EXPECT_TRUE(has(e, dir.string() + ": not a regular file (a directory)")) << e;
+  e = error_of("/dev/zero", 100, 4);
+  EXPECT_TRUE(has(e, "/dev/zero: not a regular file (a device or socket)")) << e;
+  // A FIFO is refused without being opened (opening it would wait for a writer).
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  e = error_of(fifo, 100, 4);
+  EXPECT_TRUE(has(e, fifo + ": not a regular file (a FIFO)")) << e;
+  e = error_of(write("empty.bin", {}), 100, 4);
+  EXPECT_TRUE(has(e, "empty.bin: too short, 0 tokens")) << e;
   e = error_of(write("odd.bin", ramp(10, 100), {}, true), 100, 4);
   EXPECT_TRUE(has(e, "odd.bin: odd byte count 21"));
   e = error_of(write("short.bin", ramp(4, 100)), 100, 4);
@@ -155,6 +165,35 @@ TEST_F(TokenFiles, MalformedFilesAreRefusedWithTheirProblem) {
   EXPECT_TRUE(has(e, "v2.bin: llm.c header version 2, expected 1")) << e;
   e = error_of(write("count.bin", ramp(10, 100), {20240520, 1, 12}), 100, 4);
   EXPECT_TRUE(has(e, "count.bin: llm.c header says 12 tokens but 20 bytes follow it")) << e;
+}
+
+// One mapping per file: a second TokenFile (another case, another vocabulary) shares it, and
+// a file rewritten since is read again.
+TEST_F(TokenFiles, AFileIsMappedOnceAndReadAgainWhenItChanges) {
+  const std::string path = write("shared.bin", ramp(50, 1000));
+  TokenFile a(path, 1000, 4), b(path, 2000, 8);
+  std::vector<int32_t> x(5), y(9);
+  a.fill(0, 1, 0, 1, x.data());
+  b.fill(0, 1, 0, 1, y.data());
+  for (int t = 0; t < 5; ++t) EXPECT_EQ(x[t], y[t]);
+  // The largest token decides the vocabulary check, whichever vocabulary asks first.
+  EXPECT_NE(error_of(path, 600, 4).find("token 643 at position 49 "), std::string::npos);
+  write("shared.bin", ramp(80, 50));
+  TokenFile c(path, 50, 4);
+  EXPECT_EQ(c.num_tokens(), 80);
+  EXPECT_EQ(a.num_tokens(), 50);  // the old mapping lives while a TokenFile holds it
+}
+
+TEST(TokenSpans, HeaderAndOddSizesAreJudgedFromTheFirstBytes) {
+  const unsigned char raw[4] = {1, 0, 2, 0};
+  EXPECT_EQ(token_span("t", raw, 4, 4).count, 2);
+  EXPECT_EQ(token_span("t", raw, 0, 0).count, 0);
+  EXPECT_THROW(token_span("t", raw, 3, 3), ConfigError);
+  int32_t header[256] = {20240520, 1, 3};
+  const auto* h = reinterpret_cast<const unsigned char*>(header);
+  EXPECT_EQ(token_span("t", h, 1024, 1030).begin, 1024);
+  EXPECT_THROW(token_span("t", h, 1024, 1028), ConfigError);  // 3 tokens promised, 2 follow
+  EXPECT_THROW(token_span("t", h, 8, 8), ConfigError);        // truncated header
 }
 
 TEST(TokenSources, SyntheticUnlessAPathIsGiven) {

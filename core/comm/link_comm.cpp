@@ -1,6 +1,7 @@
 #include "core/comm/link_comm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "core/error.hpp"
@@ -32,8 +33,10 @@ class LinkRequest final : public Request {
 
 LinkComm::LinkComm(std::unique_ptr<Comm> inner, LinkModel model, std::shared_ptr<CommStats> stats)
     : inner_(std::move(inner)), model_(model), stats_(std::move(stats)) {
-  if (model_.bus_gbps < 0 || model_.latency_us < 0)
-    throw Error("link model needs bus_gbps >= 0 and latency_us >= 0, got bus_gbps " +
+  // Written so that nan fails too; inf would overflow the clock arithmetic of occupy().
+  if (!(model_.bus_gbps >= 0 && model_.latency_us >= 0 && std::isfinite(model_.bus_gbps) &&
+        std::isfinite(model_.latency_us)))
+    throw Error("link model needs finite bus_gbps >= 0 and latency_us >= 0, got bus_gbps " +
                 std::to_string(model_.bus_gbps) + " latency_us " + std::to_string(model_.latency_us) +
                 "; use bus_gbps 0 for no link model");
 }

@@ -117,7 +117,15 @@ StrategyInfo delayed_sgd_entry(std::string name, std::optional<DpAlgorithm> algo
       "dp tp pp", preset);
   info.options.push_back({"staleness", OptionType::integer, int64_t{1}, "steps",
                           "steps between computing a gradient and applying it (s)"});
-  // A negative staleness is refused by the suite parser (integers are never negative).
+  // A negative staleness is refused by the suite parser (integers are never negative); one of
+  // steps or more would apply no gradient at all (and hold that many buffers).
+  info.validate = [validate = info.validate](const CaseConfig& c, const WorkloadSpec& w) {
+    validate(c, w);
+    if (c.option<int64_t>("staleness") >= c.steps)
+      throw CaseError("staleness", "staleness " + std::to_string(c.option<int64_t>("staleness")) +
+                                       " would apply no gradient in " + std::to_string(c.steps) +
+                                       " steps; it must be less than steps");
+  };
   info.reference = twin_reference<DelayedSgdTwin>(name + "-twin", false);  // the delay does not depend on dp
   // Beyond the trainer's matrix (at the default s = 1): no delay and two steps of it, and
   // s = 0 against the oracle (it is ddp, AdamW too).
