@@ -15,5 +15,8 @@ namespace pts {
 // ps-drop, ps-double-apply, ps-ignore-staleness (broken_param_server.cpp)   -> trace
 void add_broken_strategies(StrategyRegistry& r);
 void add_broken_param_servers(StrategyRegistry& r);
+// fsdp-throw-rank1, fsdp-crash-rank1, fsdp-block-rank1 (faulty_strategies.cpp): not wrong
+// numbers but a failing rank, for the watchdog, crash and --resume tests.
+void add_faulty_strategies(StrategyRegistry& r);
 
 }  // namespace pts
