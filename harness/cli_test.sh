@@ -318,12 +318,18 @@ if [ -x "$PLANTED" ]; then
     has r.err "rank 1: watchdog: case 'fsdp-block-rank1': recv on axis 'dp' (group of 2 ranks: world ranks 0,1)"
   check "blocked rank: the completed case is intact" test "$(column out_r/cases.csv case)" = "single"
 
-  # (s) a rank that throws between two all-gathers: its message, then the watchdog (exit 4).
+  # (s) a rank that throws between two all-gathers: its message at once; its notice cuts the
+  # others' wait to the grace period (5 s), not the default --timeout of 300 s (exit 4).
   faulty fsdp-throw-rank1 >throw.toml
-  run s "${NP2P[@]}" run throw.toml --out out_s --quiet --timeout 5
+  start=$(date +%s)
+  run s "${NP2P[@]}" run throw.toml --out out_s --quiet
+  took=$(($(date +%s) - start))
   check "rank throwing mid-step: exit 4 (got $rc)" test "$rc" -eq 4
+  check "rank throwing mid-step: ended within 30 s, not the 300 s timeout (took ${took} s)" test "$took" -le 30
   check "rank throwing mid-step: its error is shown" \
     has s.err "rank 1: case 'fsdp-throw-rank1': threw: planted fault: dp rank 1 throws in the backward of step 1"
+  check "rank throwing mid-step: the waiting rank names the op and the fault" \
+    has s.err "rank 0: watchdog: case 'fsdp-throw-rank1': all_gather on axis 'dp' (group of 2 ranks: world ranks 0,1) has waited 5.0 s after a peer's fault notice: rank 1 threw: planted fault"
 
   # (t) a segfault: the job dies naming the case; --resume records it as FAIL and runs the rest.
   faulty fsdp-crash-rank1 >crash.toml

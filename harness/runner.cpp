@@ -93,7 +93,7 @@ bool any_world(MpiComm& world, bool local) {
   int v = local ? 1 : 0, out = 0;
   MPI_Request req;
   PTS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MAX, world.native(), &req));
-  watched_wait(&req, "all_reduce (harness)", world.axis(), world.native());
+  watched_wait(&req, "all_reduce (harness)", world.axis(), world.native(), true);
   return out != 0;
 }
 
@@ -122,6 +122,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   const bool root = world.rank() == 0;
   set_run_context(opts.out_dir, world.rank());
   install_run_signal_handlers();
+  open_fault_channel(world.native());
   RunTables tables(registry);
   const NodeInfo nodes = node_info(world);
   std::string env = environment_json(world, suite, nodes);
@@ -206,6 +207,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   rec.in_progress.clear();
   rec.state = summary.interrupted ? "interrupted" : rec.completed.size() >= rec.expected.size() ? "complete" : "running";
   save();
+  close_fault_channel();
   summary.failed = rec.failed;
   summary.expected = static_cast<int>(rec.expected.size());
   summary.completed = static_cast<int>(rec.completed.size());

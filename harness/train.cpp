@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 void side_all_reduce(MpiComm& side, const void* in, void* out, int n, MPI_Datatype t, MPI_Op op) {
   MPI_Request req;
   PTS_MPI_CHECK(MPI_Iallreduce(in, out, n, t, op, side.native(), &req));
-  watched_wait(&req, "all_reduce (harness)", side.axis(), side.native());
+  watched_wait(&req, "all_reduce (harness)", side.axis(), side.native(), true);
 }
 
 bool any_rank(MpiComm& side, bool local) {
@@ -80,6 +80,7 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
       // Shown at once: if the other ranks are blocked in a collective this rank left, the
       // watchdog ends the job and this line is what says why.
       report_fault(std::string("threw: ") + e.what());
+      notify_fault(std::string("threw: ") + e.what());
     }
   };
   guard([&] {
@@ -90,7 +91,9 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
   if (!out.failed && !strategy->lockstep()) train_async(*strategy, c, side, stats, on_step, out);
   for (int step = 0; step < c.steps && !out.failed && strategy->lockstep(); ++step) {
     guard([&] { strategy->load_batch(step); });
-    side.barrier();  // every rank starts the step together
+    MPI_Request start;  // every rank starts the step together
+    PTS_MPI_CHECK(MPI_Ibarrier(side.native(), &start));
+    watched_wait(&start, "barrier (harness)", side.axis(), side.native(), true);
     double share = 0, wait0 = stats.total_wait_s();
     auto t0 = Clock::now();
     guard([&] { share = strategy->train_step(step); });
