@@ -55,6 +55,12 @@ void RunTables::append(const std::string& dir) {
   cases.append_new(dir);  // last: the commit of the case
 }
 
+std::vector<std::string> RunTables::files() const {
+  std::vector<std::string> out;
+  for (const CsvTable* t : {&steps, &stages, &staleness, &comm, &memory, &cases}) out.push_back(t->file());
+  return out;
+}
+
 Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,
                 const std::vector<RankReport>& ranks, ReferenceCache& refs, RunTables& t) {
   Row row{{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype}, {"backend", c.backend},

@@ -22,6 +22,7 @@ struct RunTables {
   // Appends every table's new rows (fsynced), cases.csv last: a case is listed only once
   // all its rows are on disk.
   void append(const std::string& dir);
+  std::vector<std::string> files() const;  // the tables' file names
 };
 
 // Seconds from the start of the first step to the end of each step (steps.csv wall_s): the

@@ -337,6 +337,7 @@ if [ -x "$PLANTED" ]; then
   check "segfault: the run dies (got $rc)" test "$rc" -ne 0
   check "segfault: stderr names rank, case and signal" has t.err "rank 1: case 'fsdp-crash-rank1': crashed with signal 11"
   check "segfault: run.json names the case in progress" test "$(runjson out_t)" = "running 1 3 fsdp-crash-rank1"
+  printf 'fsdp-crash-rank1,0,2.' >>out_t/steps.csv  # as if it died writing its rows
   run t2 "${NP2P[@]}" run crash.toml --out out_t --quiet --resume
   check "resume after a crash exits 5 (got $rc)" test "$rc" -eq 5
   [ "$rc" -eq 5 ] || { show t2.out; show t2.err; }
@@ -346,6 +347,8 @@ if [ -x "$PLANTED" ]; then
   check "resume after a crash: the reason says crash and the signal" \
     test -n "$(grep -F 'crash: the run died during this case' out_t/cases.csv | grep -F 'signal 11')"
   check "resume after a crash: run.json complete" test "$(runjson out_t)" = "complete 3 3 None"
+  check "resume after a crash: the half-written row is gone, each case's steps once" \
+    test "$(cut -d, -f1 out_t/steps.csv | LC_ALL=C sort | uniq -c | tr -s ' ' | tr '\n' ';')" = " 1 case; 3 ddp; 3 single;"
 else
   echo "SKIP  watchdog and crash checks: no $PLANTED"
 fi

@@ -18,6 +18,7 @@ class CsvTable {
   // Throws if the row names a column the schema does not have; missing columns stay empty.
   void add(const Row& row);
   size_t size() const { return rows_.size(); }
+  const std::string& file() const { return schema_.file; }
   // Writes header + all rows to dir/<schema file> via a temporary file and rename(2).
   void write_atomic(const std::string& dir) const;
   // Appends the rows added since the last append to dir/<schema file> (with the header when

@@ -2,8 +2,10 @@
 #include "harness/run_state.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -99,6 +101,7 @@ std::string RunRecord::to_json() const {
   j["in_progress"] = in_progress.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(in_progress);
   j["expected_cases"] = expected;
   j["completed_cases"] = completed;
+  j["committed_bytes"] = committed_bytes;
   return j.dump(2) + "\n";
 }
 
@@ -113,9 +116,30 @@ RunRecord RunRecord::from_json(const std::string& text, const std::string& path)
     if (!j.at("in_progress").is_null()) r.in_progress = j.at("in_progress").get<std::string>();
     r.expected = j.at("expected_cases").get<std::vector<std::string>>();
     r.completed = j.at("completed_cases").get<std::vector<std::string>>();
+    r.committed_bytes = j.value("committed_bytes", std::map<std::string, int64_t>{});
     return r;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(path + " is not a run record ptsuite can resume: " + e.what());
+  }
+}
+
+void mark_committed(RunRecord& r, const std::string& dir, const std::vector<std::string>& files) {
+  for (const std::string& f : files) {
+    struct stat st {};
+    r.committed_bytes[f] = stat((dir + "/" + f).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+  }
+}
+
+void restore_committed(const RunRecord& r, const std::string& dir, const std::vector<std::string>& files) {
+  for (const std::string& f : files) {
+    const std::string path = dir + "/" + f;
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) continue;
+    auto it = r.committed_bytes.find(f);
+    const int64_t keep = it == r.committed_bytes.end() ? 0 : it->second;
+    if (st.st_size > keep && truncate(path.c_str(), keep) != 0)
+      throw Error("cannot cut " + path + " back to its last committed case: " + std::strerror(errno) + " (errno " +
+                  std::to_string(errno) + ")");
   }
 }
 

@@ -8,6 +8,8 @@
 // And the process's side of it: SIGINT/SIGTERM set a flag the runner polls between steps;
 // SIGSEGV/SIGBUS/SIGFPE/SIGABRT print the rank and case before the process dies.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,10 +26,19 @@ struct RunRecord {
   int failed = 0;           // completed cases whose verdict is FAIL
   std::string in_progress;  // the case started and not yet recorded ("" none)
   std::string state = "running";  // running, complete, interrupted
+  // The size of each CSV file when the last completed case was committed: the commit
+  // marker. --resume cuts each file back to it, dropping rows a crash left half-written.
+  std::map<std::string, int64_t> committed_bytes;
 
   std::string to_json() const;
   static RunRecord from_json(const std::string& text, const std::string& path);  // throws ConfigError
 };
+
+// Records the current size of each of `files` in dir as committed.
+void mark_committed(RunRecord& r, const std::string& dir, const std::vector<std::string>& files);
+// Cuts each file in dir back to its committed size (a file not yet committed to nothing).
+// Throws Error naming the file and errno.
+void restore_committed(const RunRecord& r, const std::string& dir, const std::vector<std::string>& files);
 
 // FNV-1a 64 of `parts` (each followed by a NUL), as 16 hex digits.
 std::string fingerprint_of(const std::vector<std::string>& parts);

@@ -91,6 +91,20 @@ TEST_F(RunDir, FaultsAreKeptPerCase) {
   EXPECT_EQ(faults_of(dir_.string(), "fsdp"), "");
 }
 
+// The commit marker: what a crash appended after the last committed case is cut off.
+TEST_F(RunDir, RestoreCutsFilesBackToTheLastCommit) {
+  std::ofstream(dir_ / "steps.csv") << "case,step\na,0\n";
+  RunRecord r;
+  mark_committed(r, dir_.string(), {"steps.csv", "cases.csv"});
+  EXPECT_EQ(r.committed_bytes.at("steps.csv"), 14);
+  EXPECT_EQ(r.committed_bytes.at("cases.csv"), 0);
+  std::ofstream(dir_ / "steps.csv", std::ios::app) << "b,0\nb,";
+  std::ofstream(dir_ / "cases.csv") << "case\n";
+  restore_committed(RunRecord::from_json(r.to_json(), "run.json"), dir_.string(), {"steps.csv", "cases.csv"});
+  EXPECT_EQ(read_text(dir_ / "steps.csv"), "case,step\na,0\n");
+  EXPECT_EQ(read_text(dir_ / "cases.csv"), "");
+}
+
 TEST_F(RunDir, AppendWritesOnlyNewRowsAndTheHeaderOnce) {
   CsvTable t(memory_schema());
   t.add({{"case", "a"}, {"rank", "0"}, {"category", "param"}, {"peak_bytes", "100"}});

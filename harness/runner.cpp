@@ -133,6 +133,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
     if (root) write_file_atomic(opts.out_dir + "/run.json", rec.to_json());
   };
   if (root && !opts.resume) write_file_atomic(opts.out_dir + "/env.json", env);
+  if (root && opts.resume) restore_committed(rec, opts.out_dir, tables.files());
   if (!rec.in_progress.empty()) {  // the run died in this case: record it, then go on
     auto it = std::find_if(cases.begin(), cases.end(), [&](const CaseConfig* c) { return c->name == rec.in_progress; });
     if (root && it != cases.end()) {
@@ -140,6 +141,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
       tables.cases.add(row);
       tables.append(opts.out_dir);
+      mark_committed(rec, opts.out_dir, tables.files());
       summary.cases.push_back(row);
       if (!opts.quiet)
         std::fprintf(stderr, "ptsuite: --resume: case '%s' was in progress when the run died; recorded as FAIL (crash)\n",
@@ -188,6 +190,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
         row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
         tables.cases.add(row);
         tables.append(opts.out_dir);
+        mark_committed(rec, opts.out_dir, tables.files());
         summary.cases.push_back(row);
         outcome[0] = row["verdict"] == "FAIL";
         progress.end_case(row);

@@ -174,9 +174,10 @@ std::string schema_markdown() {
     << "(RFC 4180, header row first) and `env.json` (git sha, time, host, ranks, library versions).\n"
     << "Rows are appended as each case finishes, cases.csv last. `run.json` records the run's progress:\n"
     << "`state` (running, complete, interrupted), `expected` and `completed` case counts and names,\n"
-    << "`failed`, `in_progress` (the case running, or that was when the run died) and the suite's\n"
-    << "`fingerprint`; `faults.log` holds one line per fault a rank reported (an exception, the\n"
-    << "watchdog, a crash signal), which `--resume` copies into a crashed case's reason.\n"
+    << "`failed`, `in_progress` (the case running, or that was when the run died), the suite's\n"
+    << "`fingerprint` and `committed_bytes` (each CSV file's size after the last completed case);\n"
+    << "`faults.log` holds one line per fault a rank reported (an exception, the watchdog, a crash\n"
+    << "signal), which `--resume` copies into a crashed case's reason.\n"
     << "An empty field means the value does not apply or was not measured.\n";
   for (const CsvSchema* s : all_schemas()) {
     o << "\n## " << s->file << "\n\n" << s->description << "\n\n| column | unit | meaning |\n|---|---|---|\n";
