@@ -17,7 +17,8 @@ if [[ "${PTSUITE_CI_ORDER:-1}" == 1 ]]; then
 fi
 if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
   # The unit tests, the model-parallel MPI test (tensor-parallel shards, pipeline buffers,
-  # every layout) and the parameter server's (asynchronous receives, the abort path) again
+  # every layout), the parameter server's (asynchronous receives, the abort path) and the
+  # communication-reducing dp algorithms' (diloco's bf16 blocks, delayed-sgd's buffers) again
   # under AddressSanitizer + UndefinedBehaviorSanitizer.
   # -O1 without debug info: the sanitizers' checks, at half the compile time of -O2 -g.
   # Leak checking is off for the MPI test: Open MPI keeps its allocations until exit.
@@ -25,7 +26,7 @@ if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
         -DPTSUITE_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
   unit_tests=$(cd build-asan && ctest -N -L unit | sed -n 's/^ *Test *#[0-9]*: //p')
   # shellcheck disable=SC2086
-  cmake --build build-asan -j"$JOBS" --target $unit_tests model_parallel_test param_server_test
+  cmake --build build-asan -j"$JOBS" --target $unit_tests model_parallel_test param_server_test async_test
   (cd build-asan && ctest --output-on-failure --no-tests=error -L unit)
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure --no-tests=error -R '^(model_parallel|param_server)_test_')
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure --no-tests=error -R '^(model_parallel|param_server|async)_test_')
 fi

@@ -99,7 +99,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   if (w.positions() > 1) row["tokens_per_s"] = num(double(c.global_batch * w.positions()) / med);
 
   // Per-rank figures: max over ranks.
-  int64_t peak = 0, rss = 0;
+  int64_t peak = 0, rss = 0, payload = 0;
   double bus = 0, expected_bus = 0, wait = 0;
   std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
   std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
@@ -108,6 +108,9 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     rss = std::max(rss, rep.rss);
     bus = std::max(bus, rep.counted_bus / c.steps);
     wait = std::max(wait, rep.wait_median);
+    int64_t rank_payload = 0;  // integer bytes: exact in any build, unlike the bus bytes' factors
+    for (const CountedOp& o : rep.comm) rank_payload += int64_t(o.payload_bytes);
+    payload = std::max(payload, rank_payload);
     for (const CountedOp& o : rep.comm) {
       auto& a = ops[{o.axis, to_string(o.op)}];
       double v[5] = {double(o.calls), double(o.payload_bytes), o.bus_bytes, o.wait_s, o.model_s};
@@ -172,6 +175,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   row["peak_rss_bytes"] = num(rss);
   row["comm_bytes_per_step"] = num(bus);
   row["comm_bytes_expected"] = num(expected_bus);
+  row["comm_payload_bytes"] = num(payload);
   row["comm_wait_s"] = num(wait);
   row["comm_exposed_frac"] = num(wait / med);
 

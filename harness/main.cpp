@@ -1,16 +1,19 @@
-// ptsuite: the command line. Subcommands list, matrix, run and schema; run under mpirun.
-// Exit status of run: 0 all cases pass, 1 a case failed a check, 2 bad input (nothing ran),
-// 3 interrupted by SIGINT/SIGTERM (continue with --resume), 4 the watchdog ended the job,
-// 5 --resume recorded a case that crashed (harness/run_state.hpp).
+// ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema and compare.
+// Exit status: 0 all cases pass (compare: nothing regressed), 1 a case failed a check
+// (compare: a regression), 2 bad input (nothing ran); run also 3 interrupted by SIGINT/SIGTERM
+// (continue with --resume), 4 the watchdog ended the job, 5 --resume recorded a case that
+// crashed (harness/run_state.hpp).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 
 #include "core/comm/mpi/watchdog.hpp"
+#include "harness/compare.hpp"
 #include "harness/run_state.hpp"
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
@@ -119,6 +122,17 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--progress", progress,
                       "auto (a live line on a terminal outside mpirun/CI, else lines), live, lines or none")
       ->check(CLI::IsMember({"auto", "live", "lines", "none"}));
+  auto* compare_cmd = app.add_subcommand("compare", "compare a run directory with a baseline run: exit 1 on a regression");
+  std::string compare_base, compare_current, timing_band = "auto", compare_format = "text";
+  compare_cmd->add_option("baseline", compare_base, "baseline run directory")->required();
+  compare_cmd->add_option("current", compare_current, "current run directory")->required();
+  compare_cmd->add_option("--timing-band", timing_band,
+                          "auto (the baseline's own spread per case) or a percentage: the least timing change reported");
+  std::vector<std::string> confirm_dirs;
+  compare_cmd->add_option("--confirm", confirm_dirs,
+                          "a rerun of the flagged cases (repeatable): a timing change stands only if each rerun shows it");
+  compare_cmd->add_option("--format", compare_format, "text, markdown or json")
+      ->check(CLI::IsMember({"text", "markdown", "json"}));
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -131,6 +145,21 @@ int main(int argc, char** argv) {
       if (rank == 0) matrix(registry, matrix_names, matrix_cases);
     } else if (*schema_cmd) {
       if (rank == 0) std::fputs(pts::schema_markdown().c_str(), stdout);
+    } else if (*compare_cmd) {
+      pts::CompareOptions o;
+      if (timing_band != "auto") {
+        char* end = nullptr;
+        const double pct = std::strtod(timing_band.c_str(), &end);
+        if (timing_band.empty() || *end != '\0')
+          throw pts::ConfigError("--timing-band '" + timing_band + "': give auto or a percentage such as 10");
+        o.timing_band = pct / 100;
+      }
+      if (rank == 0) {
+        pts::Comparison c = pts::compare_runs(compare_base, compare_current, o);
+        pts::confirm_timings(c, confirm_dirs, o);
+        std::fputs(pts::format_comparison(c, compare_format).c_str(), stdout);
+        code = c.exit_code();
+      }
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       pts::Suite suite = pts::load_suite(suite_path, registry, world.size());

@@ -135,6 +135,12 @@ slow_factor = 1000
 dtype = ["float64", "float32"]
 
 [[case]]
+strategy = "ps-stale-worker"
+dp = 4
+global_batch = 12
+dtype = ["float64", "float32"]
+
+[[case]]
 strategy = ["ps-worker-throws", "ps-server-throws"]
 dp = 3
 
@@ -172,6 +178,11 @@ TEST(ParamServer, ChecksReplayIdentityPlantedBugsAndFailures) {
       EXPECT_EQ(row(c, name).at("verdict"), "FAIL");
     }
   EXPECT_NE(row(c, "ps-ignore-staleness-float64").at("reason").find("> bound 0"), std::string::npos);
+  // A worker that computes on older parameters than it was served: its trace is right, its
+  // result is not, and only the replay sees it.
+  EXPECT_EQ(row(c, "ps-stale-worker-float64").at("trace"), "PASS");
+  EXPECT_EQ(row(c, "ps-stale-worker-float64").at("exact"), "FAIL");
+  EXPECT_EQ(row(c, "ps-stale-worker-float32").at("precision"), "FAIL");
   EXPECT_NE(row(c, "ps-drop-float64").at("reason").find("pushed 1x, applied 0x"), std::string::npos);
   EXPECT_NE(row(c, "ps-double-apply-float64").at("reason").find("pushed 1x, applied 2x"), std::string::npos);
   EXPECT_NE(row(c, "ps-worker-throws").at("reason").find("rank 1 threw: planted failure on worker 1"),

@@ -9,8 +9,22 @@
 
 namespace pts {
 
+// How `ptsuite compare` treats a column (the "class" column of results/SCHEMA.md).
+enum class Compare {
+  key,       // identifies the row: rows of two runs are matched on their key columns
+  setting,   // what the case ran: must be identical, else the two cases are not the same case
+  exact,     // integers and verdicts: identical in any two runs of the same suite
+  float_,    // floating point: bitwise identical within one build; across builds within
+             // float_tolerance (summation order may differ)
+  rounding,  // a measured rounding error: bitwise identical within one build; across builds shown only
+  timing,    // measured time: compared with a noise band from the per-step samples
+  info,      // varies run to run (process RSS, workspace peaks, async staleness): shown only
+};
+const char* to_string(Compare c);
+
 struct Column {
   std::string name, unit, description;
+  Compare cls = Compare::info;
 };
 
 struct CsvSchema {
@@ -29,6 +43,9 @@ const CsvSchema& memory_schema();
 const CsvSchema& stages_schema();
 const CsvSchema& staleness_schema();
 const std::vector<const CsvSchema*>& all_schemas();
+
+// The column `name` of `file`, or nullptr.
+const Column* find_column(const std::string& file, const std::string& name);
 
 // results/SCHEMA.md, as Markdown.
 std::string schema_markdown();

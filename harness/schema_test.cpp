@@ -99,9 +99,26 @@ TEST(Schema, MarkdownHasOneTableRowPerColumn) {
   for (const CsvSchema* s : all_schemas()) {
     EXPECT_NE(md.find("\n## " + s->file + "\n"), std::string::npos) << s->file;
     for (const Column& c : s->columns)
-      EXPECT_NE(md.find("| `" + c.name + "` | " + c.unit + " | " + c.description + " |\n"), std::string::npos)
+      EXPECT_NE(md.find("| `" + c.name + "` | " + c.unit + " | " + to_string(c.cls) + " | " + c.description + " |\n"),
+                std::string::npos)
           << c.name;
   }
+}
+
+// Every column has the class compare treats it by; rows are matched on key columns, so each
+// file has `case` as a key.
+TEST(Schema, EveryFileHasTheCaseKeyAndCasesCsvHasExactVerdicts) {
+  for (const CsvSchema* s : all_schemas()) {
+    const Column* c = find_column(s->file, "case");
+    ASSERT_NE(c, nullptr) << s->file;
+    EXPECT_EQ(c->cls, Compare::key) << s->file;
+  }
+  EXPECT_EQ(find_column("cases.csv", "verdict")->cls, Compare::exact);
+  EXPECT_EQ(find_column("cases.csv", "comm_payload_bytes")->cls, Compare::exact);
+  EXPECT_EQ(find_column("cases.csv", "step_time_s")->cls, Compare::timing);
+  EXPECT_EQ(find_column("cases.csv", "bucket_bytes")->cls, Compare::setting);  // a strategy's option
+  EXPECT_EQ(find_column("steps.csv", "loss")->cls, Compare::float_);
+  EXPECT_EQ(find_column("cases.csv", "nonesuch"), nullptr);
 }
 
 // --- the writer --------------------------------------------------------------------------

@@ -61,6 +61,9 @@ class ParamServer : public Strategy<T> {
   // had handled is `fewest`: SSP, fewest >= step - s.
   virtual bool pull_ready(int step, int fewest) const;
   int staleness() const { return staleness_; }
+  // Worker: the model whose parameters the pulls fill and compute() trains.
+  Model<T>& worker_model() { return replica_->model(); }
+  Backend<T>& backend() const { return ctx_.backend; }
   int rank() const { return rank_; }  // on the dp axis: workers first, then servers
 
  private:

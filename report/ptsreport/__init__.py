@@ -9,7 +9,9 @@ Where things live:
   plots/         one module per family of figures; plots/__init__.py lists them in page order
   htmlpage.py    index.html;  markdown.py  summary.md (for CI comments)
   build.py       make_report(run_dir): all of the above, in order
+  multirun.py    make_multirun_report(runs, out): a baseline against other runs or a history
 """
 
 from .build import make_report  # noqa: F401
 from .load import ReportError  # noqa: F401
+from .multirun import make_multirun_report  # noqa: F401

@@ -3,6 +3,11 @@
 //   ps-drop              a server never applies worker 0's gradient of step 1
 //   ps-double-apply      a server applies worker 0's gradient of step 1 twice
 //   ps-ignore-staleness  servers answer every pull at once, whatever the staleness bound
+//   ps-stale-worker      a worker ignores the bound on its side: it pulls as it must but
+//                        computes every step after the first on the parameters it pulled the
+//                        step before (one step staler than the trace says; the replay differs)
+#include <vector>
+
 #include "strategies/param_server.hpp"
 
 namespace pts {
@@ -35,6 +40,27 @@ class IgnoresStaleness final : public ParamServer<T> {
   bool pull_ready(int, int) const override { return true; }
 };
 
+template <class T>
+class ComputesOnStaleParameters final : public ParamServer<T> {
+ public:
+  using ParamServer<T>::ParamServer;
+  // The copies live in host memory the tracker does not see, so that only the replay (not
+  // the memory check) can tell.
+  double compute(int step) override {
+    Backend<T>& be = this->backend();
+    Tensor<T>& p = this->worker_model().params();
+    std::vector<T> fresh(p.numel());
+    be.download(fresh.data(), p.data(), p.numel());
+    if (step > 0) be.upload(p.data(), previous_.data(), p.numel());
+    const double loss = ParamServer<T>::compute(step);
+    previous_ = std::move(fresh);
+    return loss;
+  }
+
+ private:
+  std::vector<T> previous_;
+};
+
 }  // namespace
 
 void add_broken_param_servers(StrategyRegistry& r) {
@@ -43,6 +69,8 @@ void add_broken_param_servers(StrategyRegistry& r) {
                                                       "BROKEN: a server applies worker 0's gradient of step 1 twice"));
   r.add(param_server_variant<IgnoresStaleness>("ps-ignore-staleness",
                                                "BROKEN: servers answer pulls without the staleness bound"));
+  r.add(param_server_variant<ComputesOnStaleParameters>(
+      "ps-stale-worker", "BROKEN: a worker computes on the parameters it pulled a step earlier"));
 }
 
 }  // namespace pts

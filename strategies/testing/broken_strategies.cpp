@@ -232,6 +232,7 @@ void add_broken_strategies(StrategyRegistry& r) {
   broken(delayed_sgd_entry("delayed-sgd-late", dp_algorithm<DelaysOneStepMore>("delayed-sgd", 0)),
          "applies each gradient one step later than staleness");
   add_broken_param_servers(r);
+  add_slow_strategies(r);
   add_faulty_strategies(r);
 }
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs a suite into a new run directory and compares it with a baseline; a timing change that
+# compare flags is rerun once for those cases (--filter) and stands only if the rerun shows it
+# too (compare --confirm): a burst of other work on a shared machine rarely hits one case twice.
+#   ci/compare_run.sh BIN SUITE BASELINE RUN   (BIN: build/ptsuite or build/ptsuite_planted)
+# Writes RUN/compare.json, RUN/compare.md and prints the text table; exits with compare's code.
+# Ranks: min(4, cores), so no rank shares a core.
+source "$(dirname "$0")/common.sh"
+bin=$1 suite=$2 baseline=$3 run=$4
+cores=$(nproc)
+ranks=$(( cores < 4 ? cores : 4 ))
+runsuite() {
+  "${MPIRUN[@]}" -q -np "$ranks" --mca mpi_yield_when_idle 1 "$bin" run "$suite" --progress none --quiet "$@" || true
+}  # a failed check is compare's to report (a verdict mismatch)
+runsuite --out "$run"
+status=0
+"$bin" compare "$baseline" "$run" --format json > "$run/compare.json" || status=$?
+confirm=()
+if [[ $status == 1 ]]; then
+  flagged=$(python3 -c '
+import json, re, sys
+f = json.load(open(sys.argv[1]))["findings"]
+names = sorted({x["case"] for x in f if x["kind"] in ("regression", "improvement") and x["column"] == "step_time_s"})
+print("^(" + "|".join(re.escape(n) for n in names) + ")$" if names else "")' "$run/compare.json")
+  if [[ -n "$flagged" ]]; then
+    runsuite --out "$run/confirm" --filter "$flagged"
+    confirm=(--confirm "$run/confirm")
+  fi
+fi
+status=0
+"$bin" compare "$baseline" "$run" "${confirm[@]}" --format json > "$run/compare.json" || status=$?
+"$bin" compare "$baseline" "$run" "${confirm[@]}" --format markdown > "$run/compare.md" || true
+"$bin" compare "$baseline" "$run" "${confirm[@]}" || true
+exit $status

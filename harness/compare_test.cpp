@@ -1,0 +1,221 @@
+// `ptsuite compare` over small hand-made run directories in a temporary folder: each kind of
+// finding is seen once (exact and float mismatches, a planted slowdown, a missing case, bad
+// input), and a run compared with itself or with a rerun's jitter finds nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "core/error.hpp"
+#include "harness/compare.hpp"
+#include "harness/csv.hpp"
+
+namespace pts {
+namespace {
+namespace fs = std::filesystem;
+
+// A run of two cases with `timed` timed steps each (2 warm-up); step times drawn around
+// `ms` with 3 % jitter from `seed`, times `slow` for the case "a".
+struct FakeRun {
+  double ms = 10, slow = 1, loss_b = 2.5;
+  int timed = 30, seed = 1;
+  std::string payload_a = "1024", git = "abc", compiler = "12.2.0", reference_b = "oracle";
+  bool with_case_b = true;
+
+  fs::path write(const fs::path& dir) const {
+    fs::create_directories(dir);
+    std::ofstream(dir / "cases.csv")
+        << "case,strategy,dtype,reference,warmup_steps,step_time_s,comm_payload_bytes,verdict,reason\n"
+        << "a,ddp,float64,oracle,2,0.01," << payload_a << ",PASS,\"x, y\"\n"
+        << (with_case_b ? "b,fsdp,float32," + reference_b + ",2,0.01,2048,PASS,\n" : "");
+    std::ofstream steps(dir / "steps.csv");
+    steps << "case,step,loss,oracle_loss,step_time_s,wall_s\n";
+    std::mt19937 gen(seed);
+    std::normal_distribution<double> jitter(1.0, 0.03);
+    for (const char* c : {"a", "b"}) {
+      if (std::string(c) == "b" && !with_case_b) continue;
+      for (int s = 0; s < timed + 2; ++s) {
+        const double t = ms * 1e-3 * jitter(gen) * (std::string(c) == "a" ? slow : 1);
+        steps << c << "," << s << "," << fmt_double(std::string(c) == "b" ? loss_b : 2.0 - s * 0.01) << ",,"
+              << fmt_double(t) << ",\n";
+      }
+    }
+    std::ofstream(dir / "memory.csv") << "case,rank,category,peak_bytes,expected_bytes\n"
+                                      << "a,0,param,100,100\na,0,workspace," << 50 * seed << ",\n";
+    std::ofstream(dir / "env.json") << R"({"git_sha": ")" << git << R"(", "host": "vm", "time": ")" << seed
+                                    << R"(", "versions": {"compiler": ")" << compiler << R"(", "mpi": "4.1", "openblas": "Zen"}})";
+    return dir;
+  }
+};
+
+class CompareTest : public ::testing::Test {
+ protected:
+  fs::path root_ = fs::temp_directory_path() / ("ptsuite_compare_test_" + std::to_string(::getpid()));
+  void TearDown() override { fs::remove_all(root_); }
+  Comparison run(const FakeRun& base, const FakeRun& cur, CompareOptions o = {}) {
+    return compare_runs(base.write(root_ / "base").string(), cur.write(root_ / "cur").string(), o);
+  }
+};
+
+int count(const Comparison& c, Finding::Kind k) {
+  int n = 0;
+  for (const Finding& f : c.findings) n += f.kind == k;
+  return n;
+}
+
+TEST(MannWhitney, MatchesTheExactFiguresOfSmallSamples) {
+  // x = {1, 2, 3}, y = {4, 5, 6}: U_y = 9 of 9 pairs; the normal approximation with
+  // continuity correction: z = (9 - 4.5 - 0.5) / sqrt(3 * 3 * 7 / 12) = 1.7457, p = 0.0404.
+  EXPECT_NEAR(mann_whitney_greater({1, 2, 3}, {4, 5, 6}), 0.0404, 5e-4);
+  // Identical samples: every value tied, no evidence either way.
+  EXPECT_EQ(mann_whitney_greater({1, 1, 1}, {1, 1, 1}), 1.0);
+  // Symmetric: the opposite direction is near 1.
+  EXPECT_GT(mann_whitney_greater({4, 5, 6}, {1, 2, 3}), 0.95);
+}
+
+TEST_F(CompareTest, ARunAgainstARerunWithJitterFindsNothing) {
+  FakeRun a, b;
+  b.seed = 2;  // other jitter, other workspace peak (info), other time in env.json
+  Comparison c = run(a, b);
+  EXPECT_TRUE(c.same_build);
+  EXPECT_EQ(c.cases_compared, 2);
+  EXPECT_EQ(c.timings_tested, 2);
+  EXPECT_EQ(c.exit_code(), 0) << format_comparison(c, "text");
+  EXPECT_EQ(count(c, Finding::Kind::regression), 0);
+}
+
+TEST_F(CompareTest, ATenPercentSlowdownIsFlaggedNamingCaseAndColumn) {
+  FakeRun a, b;
+  b.seed = 2;
+  b.slow = 1.10;
+  Comparison c = run(a, b);
+  ASSERT_EQ(count(c, Finding::Kind::regression), 1) << format_comparison(c, "text");
+  const Finding& f = c.findings[0];
+  EXPECT_EQ(f.case_name, "a");
+  EXPECT_EQ(f.column, "step_time_s");
+  EXPECT_NEAR(f.ratio, 1.10, 0.03);  // 3 % jitter per step, medians of 30
+  EXPECT_EQ(c.exit_code(), 1);
+  // The same slowdown under a given band of 20 % is not reported; as a speed-up it is an
+  // improvement, which does not fail the gate.
+  EXPECT_EQ(run(a, b, {0.20}).exit_code(), 0);
+  Comparison faster = run(b, a);
+  EXPECT_EQ(count(faster, Finding::Kind::improvement), 1);
+  EXPECT_EQ(faster.exit_code(), 0);
+}
+
+// With reruns of the baseline's build in BASELINE/reruns/, the band is the spread of the
+// runs' medians: a rerun 30 % slower than the baseline (a busy machine) is within it.
+TEST_F(CompareTest, TheBandCoversTheSpreadOfTheBaselinesReruns) {
+  FakeRun a, b, busy;
+  b.seed = 2, b.slow = 1.2;
+  busy.seed = 3, busy.slow = 1.3;
+  Comparison without = run(a, b);
+  EXPECT_EQ(without.exit_code(), 1);
+  busy.write(root_ / "busy");
+  fs::create_directories(root_ / "base" / "reruns" / "1");
+  fs::copy_file(root_ / "busy" / "steps.csv", root_ / "base" / "reruns" / "1" / "steps.csv");
+  Comparison with = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
+  EXPECT_EQ(with.exit_code(), 0) << format_comparison(with, "text");
+  b.slow = 1.6;  // beyond the spread of the baseline's runs
+  b.write(root_ / "cur");
+  Comparison beyond = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
+  ASSERT_EQ(count(beyond, Finding::Kind::regression), 1) << format_comparison(beyond, "text");
+  EXPECT_NE(beyond.findings[0].detail.find("spread of the 2 baseline runs' medians"), std::string::npos);
+}
+
+// A rerun that shows the slowdown again confirms it; one that does not turns it into a note.
+TEST_F(CompareTest, ATimingChangeStandsOnlyIfEveryRerunShowsIt) {
+  FakeRun a, b, again;
+  b.seed = 2, b.slow = 1.3;  // a burst of other work during the case, say
+  again.seed = 3;
+  Comparison c = run(a, b);
+  ASSERT_EQ(c.exit_code(), 1);
+  Comparison burst = c;
+  confirm_timings(burst, {again.write(root_ / "again").string()}, {});
+  EXPECT_EQ(burst.exit_code(), 0) << format_comparison(burst, "text");
+  EXPECT_EQ(count(burst, Finding::Kind::note), 1);
+  again.slow = 1.3;
+  confirm_timings(c, {again.write(root_ / "again").string()}, {});
+  EXPECT_EQ(c.exit_code(), 1) << format_comparison(c, "text");
+  EXPECT_EQ(count(c, Finding::Kind::regression), 1);
+}
+
+TEST_F(CompareTest, ExactColumnsMustBeIdentical) {
+  FakeRun a, b;
+  b.payload_a = "1025";
+  Comparison c = run(a, b);
+  ASSERT_EQ(count(c, Finding::Kind::mismatch), 1) << format_comparison(c, "text");
+  EXPECT_EQ(c.findings[0].column, "comm_payload_bytes");
+  EXPECT_EQ(c.findings[0].baseline, "1024");
+  EXPECT_EQ(c.findings[0].current, "1025");
+  EXPECT_EQ(c.exit_code(), 1);
+}
+
+// float32 loss 2.5 vs 2.5 (1 + 1e-6): not bitwise (one build), but within the float32
+// cross-build tolerance 1e-12 / eps64 * eps32 = 5.4e-4 once the compiler differs.
+TEST_F(CompareTest, FloatColumnsAreBitwiseWithinABuildAndWithinToleranceAcross) {
+  FakeRun a, b;
+  b.loss_b = 2.5 * (1 + 1e-6);
+  Comparison same = run(a, b);
+  ASSERT_EQ(count(same, Finding::Kind::mismatch), 1) << format_comparison(same, "text");
+  EXPECT_EQ(same.findings[0].column, "loss");
+  EXPECT_EQ(same.findings[0].case_name, "b");
+  b.compiler = "13.1.0";
+  Comparison across = run(a, b);
+  EXPECT_FALSE(across.same_build);
+  EXPECT_EQ(across.exit_code(), 0) << format_comparison(across, "text");
+  ASSERT_EQ(across.env.size(), 1u);
+  EXPECT_EQ(across.env[0].key, "versions.compiler");
+  b.loss_b = 2.5 * (1 + 1e-3);  // beyond it
+  EXPECT_EQ(run(a, b).exit_code(), 1);
+}
+
+// An asynchronous case's losses differ run to run (it is checked against its own trace's
+// replay): not compared; its verdict still is.
+TEST_F(CompareTest, AnAsynchronousCaseKeepsItsVerdictButNotItsLosses) {
+  FakeRun a, b;
+  b.loss_b = 2.75;
+  for (FakeRun* r : {&a, &b}) r->reference_b = "replay:param-server";
+  EXPECT_EQ(run(a, b).exit_code(), 0);
+}
+
+TEST_F(CompareTest, AnIncompleteRunReportsItsMissingCase) {
+  FakeRun a, b;
+  b.with_case_b = false;
+  Comparison c = run(a, b);
+  EXPECT_EQ(count(c, Finding::Kind::missing_case), 1);
+  EXPECT_EQ(c.exit_code(), 1);
+  Comparison extra = run(b, a);  // a case the baseline lacks is reported, not a failure
+  EXPECT_EQ(count(extra, Finding::Kind::new_case), 1);
+  EXPECT_EQ(extra.exit_code(), 0) << format_comparison(extra, "text");
+}
+
+TEST_F(CompareTest, BadInputIsAConfigError) {
+  FakeRun a;
+  a.write(root_ / "base");
+  fs::create_directories(root_ / "empty");
+  EXPECT_THROW(compare_runs((root_ / "base").string(), (root_ / "nowhere").string(), {}), ConfigError);
+  EXPECT_THROW(compare_runs((root_ / "base").string(), (root_ / "empty").string(), {}), ConfigError);
+  std::ofstream(root_ / "empty" / "cases.csv") << "case,verdict\na,PASS,extra\n";
+  EXPECT_THROW(compare_runs((root_ / "base").string(), (root_ / "empty").string(), {}), ConfigError);
+  EXPECT_THROW(format_comparison(Comparison{}, "yaml"), ConfigError);
+}
+
+TEST_F(CompareTest, EveryFormatNamesTheRegression) {
+  FakeRun a, b;
+  b.slow = 1.5;
+  Comparison c = run(a, b);
+  for (const char* format : {"text", "markdown", "json"}) {
+    const std::string out = format_comparison(c, format);
+    EXPECT_NE(out.find("step_time_s"), std::string::npos) << format;
+    EXPECT_NE(out.find("regression"), std::string::npos) << format;
+  }
+  // json: what fails the gate, case and column, under "regressions".
+  const std::string json = format_comparison(c, "json");
+  EXPECT_NE(json.find("\"regressions\": [\n    {"), std::string::npos) << json;
+}
+
+}  // namespace
+}  // namespace pts
