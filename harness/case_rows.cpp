@@ -50,13 +50,15 @@ std::optional<TargetReached> reach_target(const std::vector<double>& losses, con
   return std::nullopt;
 }
 
-void RunTables::write(const std::string& dir) const {
-  steps.write_atomic(dir);
-  stages.write_atomic(dir);
-  staleness.write_atomic(dir);
-  comm.write_atomic(dir);
-  memory.write_atomic(dir);
-  cases.write_atomic(dir);  // last: a case is listed only once all its rows are on disk
+void RunTables::append(const std::string& dir) {
+  for (CsvTable* t : {&steps, &stages, &staleness, &comm, &memory}) t->append_new(dir);
+  cases.append_new(dir);  // last: the commit of the case
+}
+
+std::vector<std::string> RunTables::files() const {
+  std::vector<std::string> out;
+  for (const CsvTable* t : {&steps, &stages, &staleness, &comm, &memory, &cases}) out.push_back(t->file());
+  return out;
 }
 
 Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& info, const TrainResult& r,

@@ -19,7 +19,10 @@ struct RunTables {
   CsvSchema cases_columns;
   CsvTable cases{cases_columns}, steps{steps_schema()}, comm{comm_schema()}, memory{memory_schema()},
       stages{stages_schema()}, staleness{staleness_schema()};
-  void write(const std::string& dir) const;  // every table, atomically, cases.csv last
+  // Appends every table's new rows (fsynced), cases.csv last: a case is listed only once
+  // all its rows are on disk.
+  void append(const std::string& dir);
+  std::vector<std::string> files() const;  // the tables' file names
 };
 
 // Seconds from the start of the first step to the end of each step (steps.csv wall_s): the

@@ -1,6 +1,9 @@
 # The CLI as a user runs it: bad input exits 2 before anything runs and writes nothing; a
 # good run writes its five files; a used --out is refused and left as it was; a target_loss is
-# timed (wall_s, steps_to_target, time_to_target_s).
+# timed (wall_s, steps_to_target, time_to_target_s); SIGTERM stops a run cleanly (exit 3) and
+# --resume completes it. With the planted build beside it (ptsuite_planted): a rank blocked
+# forever ends the job through the watchdog (exit 4), a rank that segfaults is recorded as a
+# crash by --resume (exit 5).
 # Usage (from CTest): bash cli_test.sh PTSUITE_BIN MPIEXEC REPO_DIR
 set -u
 
@@ -271,6 +274,112 @@ hostile huge_batch "huge_batch.toml:2: key 'global_batch': 1000000000000 samples
 run h_suite_fifo timeout 60 "${NP2[@]}" run tokens.fifo --out out_suite_fifo --quiet
 check "a FIFO as the suite exits 2 (got $rc)" test "$rc" -eq 2
 check "a FIFO as the suite: not a regular file" has h_suite_fifo.err "tokens.fifo: not a regular file"
+
+# (q) SIGTERM to the ranks mid-case (as a batch system does at the end of a job's time):
+# exit 3, run.json says interrupted with 1 of 3 complete; --resume runs the other two.
+cat >long.toml <<'EOF'
+[defaults]
+workload = "mlp-tiny"
+global_batch = 8
+steps = 3
+check = "none"
+
+[[case]]
+strategy = "single"
+
+[[case]]
+name = "long"
+strategy = "ddp"
+dp = 2
+steps = 50000
+
+[[case]]
+strategy = "ddp"
+dp = 2
+EOF
+"${NP2[@]}" run long.toml --out out_q --quiet >q.out 2>q.err &
+launcher=$!
+for _ in $(seq 100); do grep -q '"in_progress": "long"' out_q/run.json 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+kill -TERM $(pgrep -P "$launcher") 2>/dev/null
+wait "$launcher"
+rc=$?
+check "SIGTERM mid-run exits 3 (got $rc)" test "$rc" -eq 3
+[ "$rc" -eq 3 ] || { show q.out; show q.err; }
+runjson() { python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1] + '/run.json'))
+print(r['state'], r['completed'], r['expected'], r['in_progress'])" "$1"; }
+check "SIGTERM: run.json says interrupted, 1 of 3, nothing in progress" test "$(runjson out_q)" = "interrupted 1 3 None"
+check "SIGTERM: cases.csv keeps the completed case only" test "$(column out_q/cases.csv case)" = "single"
+cp out_q/cases.csv q_cases.csv
+run q2 "${NP2[@]}" run long.toml --out out_q --quiet
+check "rerun without --resume is still refused, exit 2 (got $rc)" test "$rc" -eq 2
+check "rerun without --resume: cases.csv byte-identical" cmp -s q_cases.csv out_q/cases.csv
+sed 's/^steps = 50000$/steps = 3/' long.toml >short.toml
+run q3 "${NP2[@]}" run short.toml --out out_q --quiet --resume
+check "--resume with another suite is refused, exit 2 (got $rc)" test "$rc" -eq 2
+check "--resume with another suite: stderr says so" has q3.err "was started with another suite or --filter"
+run q4 "${NP2[@]}" run long.toml --out out_q --quiet --resume
+check "--resume completes the interrupted run, exit 0 (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || { show q4.out; show q4.err; }
+check "--resume: cases.csv lists the three cases once, in order" test "$(column out_q/cases.csv case)" = "single long ddp"
+check "--resume: run.json complete, 3 of 3" test "$(runjson out_q)" = "complete 3 3 None"
+check "--resume: steps.csv has the long case's steps once" \
+  test "$(grep -c '^long,' out_q/steps.csv)" = 50000
+
+PLANTED=$(dirname -- "$BIN")/ptsuite_planted
+if [ -x "$PLANTED" ]; then
+  NP2P=("${NP2[@]:0:${#NP2[@]}-1}" "$PLANTED")
+  faulty() {  # faulty STRATEGY: single, the faulty strategy on dp 2, ddp
+    printf '[defaults]\nworkload = "mlp-tiny"\nglobal_batch = 8\nsteps = 3\n\n[[case]]\nstrategy = "single"\n\n'
+    printf '[[case]]\nstrategy = "%s"\ndp = 2\n\n[[case]]\nstrategy = "ddp"\ndp = 2\n' "$1"
+  }
+  # (r) a rank blocked forever in a receive: the watchdog ends the job within seconds.
+  faulty fsdp-block-rank1 >block.toml
+  start=$(date +%s)
+  run r "${NP2P[@]}" run block.toml --out out_r --quiet --timeout 5
+  took=$(($(date +%s) - start))
+  check "blocked rank: the watchdog exits 4 (got $rc)" test "$rc" -eq 4
+  check "blocked rank: ended within 30 s (took ${took} s)" test "$took" -le 30
+  check "blocked rank: message names rank, case, op, axis" \
+    has r.err "rank 1: watchdog: case 'fsdp-block-rank1': recv on axis 'dp' (group of 2 ranks: world ranks 0,1)"
+  check "blocked rank: the completed case is intact" test "$(column out_r/cases.csv case)" = "single"
+
+  # (s) a rank that throws between two all-gathers: its message at once; its notice cuts the
+  # others' wait to the grace period (5 s), not the default --timeout of 300 s (exit 4).
+  faulty fsdp-throw-rank1 >throw.toml
+  start=$(date +%s)
+  run s "${NP2P[@]}" run throw.toml --out out_s --quiet
+  took=$(($(date +%s) - start))
+  check "rank throwing mid-step: exit 4 (got $rc)" test "$rc" -eq 4
+  check "rank throwing mid-step: ended within 30 s, not the 300 s timeout (took ${took} s)" test "$took" -le 30
+  check "rank throwing mid-step: its error is shown" \
+    has s.err "rank 1: case 'fsdp-throw-rank1': threw: planted fault: dp rank 1 throws in the backward of step 1"
+  check "rank throwing mid-step: the waiting rank names the op and the fault" \
+    has s.err "rank 0: watchdog: case 'fsdp-throw-rank1': all_gather on axis 'dp' (group of 2 ranks: world ranks 0,1) has waited 5.0 s after a peer's fault notice: rank 1 threw: planted fault"
+
+  # (t) a segfault: the job dies naming the case; --resume records it as FAIL and runs the rest.
+  faulty fsdp-crash-rank1 >crash.toml
+  run t "${NP2P[@]}" run crash.toml --out out_t --quiet
+  check "segfault: the run dies (got $rc)" test "$rc" -ne 0
+  check "segfault: stderr names rank, case and signal" has t.err "rank 1: case 'fsdp-crash-rank1': crashed with signal 11"
+  check "segfault: run.json names the case in progress" test "$(runjson out_t)" = "running 1 3 fsdp-crash-rank1"
+  printf 'fsdp-crash-rank1,0,2.' >>out_t/steps.csv  # as if it died writing its rows
+  run t2 "${NP2P[@]}" run crash.toml --out out_t --quiet --resume
+  check "resume after a crash exits 5 (got $rc)" test "$rc" -eq 5
+  [ "$rc" -eq 5 ] || { show t2.out; show t2.err; }
+  check "resume after a crash: all three cases, the crashed one FAIL" \
+    test "$(python3 -c "import csv; print(' '.join(r['case']+':'+r['verdict'] for r in csv.DictReader(open('out_t/cases.csv'))))")" \
+    = "single:PASS fsdp-crash-rank1:FAIL ddp:PASS"
+  check "resume after a crash: the reason says crash and the signal" \
+    test -n "$(grep -F 'crash: the run died during this case' out_t/cases.csv | grep -F 'signal 11')"
+  check "resume after a crash: run.json complete" test "$(runjson out_t)" = "complete 3 3 None"
+  check "resume after a crash: the half-written row is gone, each case's steps once" \
+    test "$(cut -d, -f1 out_t/steps.csv | LC_ALL=C sort | uniq -c | tr -s ' ' | tr '\n' ';')" = " 1 case; 3 ddp; 3 single;"
+else
+  echo "SKIP  watchdog and crash checks: no $PLANTED"
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "cli_test: $failures check(s) failed"

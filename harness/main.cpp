@@ -1,6 +1,8 @@
 // ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema and compare.
 // Exit status: 0 all cases pass (compare: nothing regressed), 1 a case failed a check
-// (compare: a regression), 2 bad input (nothing ran).
+// (compare: a regression), 2 bad input (nothing ran); run also 3 interrupted by SIGINT/SIGTERM
+// (continue with --resume), 4 the watchdog ended the job, 5 --resume recorded a case that
+// crashed (harness/run_state.hpp).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -10,7 +12,9 @@
 #include <ctime>
 #include <filesystem>
 
+#include "core/comm/mpi/watchdog.hpp"
 #include "harness/compare.hpp"
+#include "harness/run_state.hpp"
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
 #ifdef PTSUITE_PLANTED_BUGS
@@ -100,9 +104,18 @@ int main(int argc, char** argv) {
   auto* schema_cmd = app.add_subcommand("schema", "print results/SCHEMA.md, generated from the code");
   auto* run_cmd = app.add_subcommand("run", "run a suite file (under mpirun)");
   std::string suite_path, out_dir, filter;
-  bool quiet = false;
+  bool quiet = false, resume = false;
+  double timeout_s = 300;
   run_cmd->add_option("suite", suite_path, "suite file (TOML)")->required();
   run_cmd->add_option("--out", out_dir, "run directory (default results/runs/<time>-<suite>); must not hold results");
+  run_cmd->add_flag("--resume", resume,
+                    "continue the interrupted or crashed run in --out: completed cases are kept, the case in "
+                    "progress when it died is recorded as FAIL (crash), the rest run");
+  run_cmd->add_option("--timeout", timeout_s,
+                      "seconds any one wait for other ranks may block before the watchdog names it and ends the "
+                      "job with exit 4 (0: no watchdog)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   run_cmd->add_option("--filter", filter, "only cases whose name matches this regular expression");
   run_cmd->add_flag("--quiet", quiet, "no progress, summary or warnings");
   std::string progress = "auto";
@@ -157,18 +170,21 @@ int main(int argc, char** argv) {
         out_dir.resize(len);
         MPI_Bcast(out_dir.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
       }
-      pts::RunSummary s = pts::run_suite(suite, registry, {out_dir, filter, quiet, pts::parse_progress_mode(progress)}, world);
-      code = s.failed ? 1 : 0;
+      if (resume && out_dir.empty()) throw pts::ConfigError("--resume needs the --out of the run to continue");
+      pts::set_watchdog_timeout(timeout_s);
+      pts::RunOptions opts{out_dir, filter, quiet, pts::parse_progress_mode(progress), resume};
+      code = pts::run_suite(suite, registry, opts, world).exit_code();
     }
   } catch (const CLI::ParseError& e) {
     code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);
     if (code != 0) code = 2;
   } catch (const pts::ConfigError& e) {
     if (rank == 0) std::fprintf(stderr, "ptsuite: error: %s\n", e.what());
-    code = 2;
+    code = pts::kExitBadInput;
   } catch (const std::exception& e) {
+    // Not a case's failure (those are rows): the harness itself, e.g. a write to a full disk.
     std::fprintf(stderr, "ptsuite: rank %d: fatal: %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 3);
+    MPI_Abort(MPI_COMM_WORLD, pts::kExitFailed);
   }
   MPI_Finalize();
   return code;

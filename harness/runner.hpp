@@ -1,6 +1,8 @@
 // Runs a suite under MPI: for each case, trains it on the first dp*tp*pp ranks, runs the
 // single-device oracle on rank 0 (cached per workload/dtype/steps/...), applies the checks
-// and appends the case's rows to the run directory's CSV files atomically.
+// and appends the case's rows to the run directory's CSV files (cases.csv last). run.json
+// records the case in progress and the completed ones, so `--resume` can continue a run that
+// was interrupted or died.
 #pragma once
 #include <string>
 #include <vector>
@@ -13,19 +15,25 @@
 namespace pts {
 
 struct RunOptions {
-  std::string out_dir;  // created by rank 0; must not already hold results
+  std::string out_dir;  // created by rank 0; must not already hold results (unless resume)
   std::string filter;   // ECMAScript regex on case names; empty = all
   bool quiet = false;   // no progress lines, summary or warnings (tests)
   ProgressMode progress = ProgressMode::automatic;
+  bool resume = false;  // continue the run in out_dir (same suite and filter)
 };
 
 struct RunSummary {
   std::vector<Row> cases;  // the cases.csv rows (rank 0 only)
-  int failed = 0;          // cases with verdict FAIL (all ranks)
+  int failed = 0;          // cases with verdict FAIL, this invocation and earlier ones (all ranks)
+  bool interrupted = false;  // stopped by SIGINT/SIGTERM; run.json says "interrupted"
+  bool crash_recorded = false;  // --resume found a case in progress and recorded it as FAIL
+  int expected = 0, completed = 0;
+  int exit_code() const;  // kExitInterrupted, kExitCrashRecorded, kExitFailed or kExitPass
 };
 
 // Collective over `world`. Throws ConfigError (on every rank) when the output directory is
-// unusable or the filter matches nothing, before anything runs.
+// unusable (holds results without --resume; with it, holds no run.json or one of another
+// suite or filter) or the filter matches nothing, before anything runs.
 RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const RunOptions& opts,
                      MpiComm& world);
 

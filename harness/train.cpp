@@ -3,7 +3,9 @@
 
 #include <chrono>
 
+#include "core/comm/mpi/watchdog.hpp"
 #include "harness/checks.hpp"
+#include "harness/run_state.hpp"
 #include "harness/stats.hpp"
 
 namespace pts {
@@ -11,9 +13,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The harness's own agreement over `side`, under the watchdog: a rank that threw waits
+// here while the others may still be blocked in the strategy's collectives.
+void side_all_reduce(MpiComm& side, const void* in, void* out, int n, MPI_Datatype t, MPI_Op op) {
+  MPI_Request req;
+  PTS_MPI_CHECK(MPI_Iallreduce(in, out, n, t, op, side.native(), &req));
+  watched_wait(&req, "all_reduce (harness)", side.axis(), side.native(), true);
+}
+
 bool any_rank(MpiComm& side, bool local) {
   int v = local ? 1 : 0, out = 0;
-  PTS_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, side.native()));
+  side_all_reduce(side, &v, &out, 1, MPI_INT, MPI_MAX);
   return out != 0;
 }
 
@@ -40,9 +50,8 @@ void train_async(Strategy<T>& strategy, const CaseConfig& c, MpiComm& side, cons
   run.step_times.resize(c.steps, 0.0);
   out.losses.assign(c.steps, 0.0);
   out.step_times.assign(c.steps, 0.0);
-  PTS_MPI_CHECK(MPI_Allreduce(run.loss_shares.data(), out.losses.data(), c.steps, MPI_DOUBLE, MPI_SUM, side.native()));
-  PTS_MPI_CHECK(
-      MPI_Allreduce(run.step_times.data(), out.step_times.data(), c.steps, MPI_DOUBLE, MPI_MAX, side.native()));
+  side_all_reduce(side, run.loss_shares.data(), out.losses.data(), c.steps, MPI_DOUBLE, MPI_SUM);
+  side_all_reduce(side, run.step_times.data(), out.step_times.data(), c.steps, MPI_DOUBLE, MPI_MAX);
   // Blocking is not timed per step here: the run's total, spread evenly.
   out.comm_wait.assign(c.steps, stats.total_wait_s() / std::max(c.steps, 1));
   for (int step = 0; step < c.steps; ++step)
@@ -53,7 +62,8 @@ void train_async(Strategy<T>& strategy, const CaseConfig& c, MpiComm& side, cons
 
 template <class T>
 TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
-                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step) {
+                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step,
+                  bool interruptible) {
   TrainResult out;
   // The case's backend: its ops compute and its allocator holds every tensor of the case.
   std::unique_ptr<Backend<T>> backend = make_backend<T>(c.backend);
@@ -67,6 +77,10 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
       fn();
     } catch (const std::exception& e) {
       out.error = e.what();
+      // Shown at once: if the other ranks are blocked in a collective this rank left, the
+      // watchdog ends the job and this line is what says why.
+      report_fault(std::string("threw: ") + e.what());
+      notify_fault(std::string("threw: ") + e.what());
     }
   };
   guard([&] {
@@ -77,15 +91,20 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
   if (!out.failed && !strategy->lockstep()) train_async(*strategy, c, side, stats, on_step, out);
   for (int step = 0; step < c.steps && !out.failed && strategy->lockstep(); ++step) {
     guard([&] { strategy->load_batch(step); });
-    PTS_MPI_CHECK(MPI_Barrier(side.native()));  // every rank starts the step together
+    MPI_Request start;  // every rank starts the step together
+    PTS_MPI_CHECK(MPI_Ibarrier(side.native(), &start));
+    watched_wait(&start, "barrier (harness)", side.axis(), side.native(), true);
     double share = 0, wait0 = stats.total_wait_s();
     auto t0 = Clock::now();
     guard([&] { share = strategy->train_step(step); });
-    double local[2] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0};
-    double slowest[2], loss = 0;
-    PTS_MPI_CHECK(MPI_Allreduce(local, slowest, 2, MPI_DOUBLE, MPI_MAX, side.native()));
-    PTS_MPI_CHECK(MPI_Allreduce(&share, &loss, 1, MPI_DOUBLE, MPI_SUM, side.native()));
+    double local[3] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0,
+                       interruptible && interrupt_requested() ? 1.0 : 0.0};
+    double slowest[3], loss = 0;
+    side_all_reduce(side, local, slowest, 3, MPI_DOUBLE, MPI_MAX);
+    side_all_reduce(side, &share, &loss, 1, MPI_DOUBLE, MPI_SUM);
     out.failed = slowest[1] > 0;
+    out.interrupted = slowest[2] > 0;
+    if (out.interrupted && !out.failed) break;  // abandoned: the case runs again on --resume
     out.losses.push_back(loss);
     out.step_times.push_back(slowest[0]);
     out.comm_wait.push_back(stats.total_wait_s() - wait0);
@@ -95,7 +114,7 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     }
     if (on_step) on_step(step);
   }
-  if (!out.failed) {
+  if (!out.failed && !out.interrupted) {
     guard([&] { out.params = strategy->full_params(side); });
     out.failed = any_rank(side, !out.error.empty());
   }
@@ -138,8 +157,8 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
 }
 
 template TrainResult train<float>(const CaseConfig&, const Layout&, const WorkloadSpec&, const StrategyInfo&,
-                                  Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&);
+                                  Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&, bool);
 template TrainResult train<double>(const CaseConfig&, const Layout&, const WorkloadSpec&, const StrategyInfo&,
-                                   Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&);
+                                   Comm&, MpiComm&, const CommStats&, const std::function<void(int)>&, bool);
 
 }  // namespace pts

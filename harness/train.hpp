@@ -21,6 +21,7 @@ struct TrainResult {
   std::vector<double> params;
   std::string error;    // this rank's exception message
   bool failed = false;  // any rank threw
+  bool interrupted = false;  // a rank got SIGINT/SIGTERM: the steps were abandoned
   RankReport report;    // this rank's memory and communication figures and check verdicts
 };
 
@@ -28,9 +29,12 @@ struct TrainResult {
 // train.cpp) on the ranks of `counted` (a CountingComm whose stats are `stats`) arranged as
 // `mesh_layout`, using `side` (uncounted, same ranks) for everything the harness itself
 // needs. Collective over `side`; a strategy that throws on any rank ends the run on every
-// rank (failed, error) instead of the exception escaping.
+// rank (failed, error) instead of the exception escaping. `interruptible`: after SIGINT or
+// SIGTERM on any rank the steps are abandoned (interrupted) at the next step boundary; the
+// references run to the end.
 template <class T>
 TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const WorkloadSpec& w, const StrategyInfo& info,
-                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step);
+                  Comm& counted, MpiComm& side, const CommStats& stats, const std::function<void(int)>& on_step,
+                  bool interruptible = false);
 
 }  // namespace pts

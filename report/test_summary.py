@@ -1,6 +1,7 @@
 """Tests of the first screen (index.html's status and per-workload tables) and of
 summary.md, against values computed here straight from the runs' cases.csv."""
 
+import json
 import re
 
 import pandas as pd
@@ -92,6 +93,22 @@ def test_status_of_a_run_with_failures(tmp_path):
         assert len(rows) == 1
         assert rows[0][1][0] == checks and "FAIL" in rows[0][1][1]
         assert not any("best" in c[1] for c in rows[0])
+
+
+@pytest.mark.parametrize("expected", [55, 40])
+def test_incomplete_run_says_so(tmp_path, expected):
+    """run.json expecting more cases than cases.csv holds: "incomplete: 40 of 55", not a
+    clean pass; a complete one says nothing more."""
+    run_dir = copy_run("quick", tmp_path)
+    (run_dir / "run.json").write_text(json.dumps({"state": "interrupted", "expected": expected, "completed": 40}))
+    text, markdown = pages(run_dir)
+    if expected == 55:
+        assert '<div class="status bad" id="verdicts">40 cases: 40 PASS, 0 FAIL, 0 SKIP</div>' in text
+        assert "incomplete: 40 of 55 cases ran" in text
+        assert "❌ **40 cases: 40 PASS, 0 FAIL, 0 SKIP**" in markdown
+        assert "**incomplete: 40 of 55 cases ran**" in markdown
+    else:
+        assert '<div class="status ok" id="verdicts">' in text and "incomplete" not in text + markdown
 
 
 @pytest.mark.parametrize("oversubscribed", [True, False])

@@ -79,9 +79,12 @@ def oversubscription_note(run: Run) -> str:
 
 
 def status(run: Run, summary: Summary) -> str:
-    bad = summary.verdicts["FAIL"] > 0
+    bad = summary.verdicts["FAIL"] > 0 or bool(summary.incomplete)
     out = [f'<div class="status {"bad" if bad else "ok"}" id="verdicts">{summary.num_cases} cases: '
            f"{esc(tally(summary.verdicts))}</div>"]
+    if summary.incomplete:
+        out.append(f'<p class="incomplete" id="incomplete">{esc(summary.incomplete)}: the run was interrupted or '
+                   "died; <code>ptsuite run SUITE --out DIR --resume</code> continues it.</p>")
     if summary.checks:
         names = {c: c.replace("check_", "") for c in summary.checks}
         checks = " · ".join(f"{names[c]} check: {esc(tally(n, always=[]))}" for c, n in summary.checks.items())

@@ -1,5 +1,6 @@
 """Read one run directory into a Run: the CSV files checked against schema.py,
-env.json with control characters stripped, and whether the run's ranks shared cores."""
+env.json with control characters stripped, run.json (how far the run got), and whether
+the run's ranks shared cores."""
 
 import json
 import math
@@ -38,6 +39,7 @@ class Run:
     absent: dict = field(default_factory=dict)  # file -> optional columns it lacks
     absent_files: list = field(default_factory=list)  # optional files not in the run (older run)
     header: dict = field(default_factory=dict)  # file -> its columns in file order
+    progress: dict = field(default_factory=dict)  # run.json: state, expected, completed; {} when absent
 
     @property
     def name(self) -> str:
@@ -93,15 +95,29 @@ def clean(value):
     return value
 
 
-def read_env(run_dir: Path) -> dict:
-    path = run_dir / "env.json"
+def read_json(path: Path):
+    """The JSON value in path; None when there is no such file."""
     if not path.is_file():
-        return {}
+        return None
     try:
-        env = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ReportError(f"{path}: invalid JSON: {exc}") from None
+
+
+def read_env(run_dir: Path) -> dict:
+    env = read_json(run_dir / "env.json")
+    if env is None:
+        return {}
     return clean(env if isinstance(env, dict) else {"env": env})
+
+
+def read_progress(run_dir: Path) -> dict:
+    """run.json's state, expected and completed case counts ({} for a run from before it)."""
+    data = read_json(run_dir / "run.json")
+    if not isinstance(data, dict):
+        return {}
+    return {k: data[k] for k in ("state", "expected", "completed") if k in data}
 
 
 def oversubscription(env: dict, cases: pd.DataFrame) -> Oversubscription:
@@ -140,4 +156,5 @@ def load_run(run_dir: Path) -> Run:
                stages=frames["stages.csv"], steps=frames["steps.csv"], staleness=frames["staleness.csv"],
                env=env, oversubscription=oversubscription(env, cases),
                absent={k: v for k, v in absent.items() if v and k not in missing},
-               absent_files=[f for f in missing if f not in schema.WHEN_USED_FILES], header=header)
+               absent_files=[f for f in missing if f not in schema.WHEN_USED_FILES], header=header,
+               progress=read_progress(run_dir))

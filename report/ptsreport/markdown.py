@@ -23,9 +23,11 @@ def write_markdown(run: Run, summary: Summary, path) -> None:
     env = run.env
     meta = " · ".join(str(p) for p in (env.get("suite"), f"{env['ranks']} ranks" if "ranks" in env else None,
                                        env.get("git_sha"), env.get("time")) if p)
-    mark = "❌" if summary.verdicts["FAIL"] else "✅"
+    mark = "❌" if summary.verdicts["FAIL"] or summary.incomplete else "✅"
     out = [f"## ptsuite report: {md(run.name)}", "", meta, "",
            f"{mark} **{summary.num_cases} cases: {tally(summary.verdicts)}**"]
+    if summary.incomplete:
+        out.append(f"**{summary.incomplete}**: the run was interrupted or died; `--resume` continues it.")
     if summary.checks:
         out.append("Checks: " + "; ".join(f"{c.replace('check_', '')} {tally(n, always=[])}"
                                           for c, n in summary.checks.items()))

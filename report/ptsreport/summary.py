@@ -55,6 +55,15 @@ class Summary:
     failures: list  # of (case, strategy, workload, reason)
     notes: list  # of (reason, number of cases): reasons given on cases that did not fail
     workloads: list  # of WorkloadSummary
+    expected: int = 0  # cases the run set out to run (run.json); 0 when unknown
+
+    @property
+    def incomplete(self) -> str:
+        """ "incomplete: 1 of 3 cases ran (interrupted)" when the run did not run every case
+        it expected, else "". """
+        if not self.expected or self.num_cases >= self.expected:
+            return ""
+        return f"incomplete: {self.num_cases} of {self.expected} cases ran"
 
 
 def extreme(cases: pd.DataFrame, column: str, largest: bool) -> pd.Series:
@@ -107,7 +116,8 @@ def summarize(run: Run) -> Summary:
               if c not in run.absent.get("cases.csv", [])}
     return Summary(num_cases=len(cases), verdicts=Counter(cases["verdict"].replace("", "none")),
                    checks=checks, failures=failures, notes=list(Counter(noted).items()),
-                   workloads=[workload_summary(w, cases[cases["workload"] == w]) for w in run.workloads])
+                   workloads=[workload_summary(w, cases[cases["workload"] == w]) for w in run.workloads],
+                   expected=int(run.progress.get("expected", 0)))
 
 
 def tally(counts: Counter, always=VERDICTS) -> str:

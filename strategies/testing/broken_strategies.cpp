@@ -233,6 +233,7 @@ void add_broken_strategies(StrategyRegistry& r) {
          "applies each gradient one step later than staleness");
   add_broken_param_servers(r);
   add_slow_strategies(r);
+  add_faulty_strategies(r);
 }
 
 }  // namespace pts

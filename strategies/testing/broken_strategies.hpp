@@ -17,5 +17,8 @@ void add_broken_strategies(StrategyRegistry& r);
 void add_broken_param_servers(StrategyRegistry& r);
 // ddp-slow (slow_strategies.cpp): ddp plus a 10 % sleep each step  -> compare's timing gate
 void add_slow_strategies(StrategyRegistry& r);
+// fsdp-throw-rank1, fsdp-crash-rank1, fsdp-block-rank1 (faulty_strategies.cpp): not wrong
+// numbers but a failing rank, for the watchdog, crash and --resume tests.
+void add_faulty_strategies(StrategyRegistry& r);
 
 }  // namespace pts

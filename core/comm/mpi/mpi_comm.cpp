@@ -2,19 +2,21 @@
 
 #include <climits>
 
+#include "core/comm/mpi/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace pts {
 namespace {
 
+// A request knows its operation and group so that the watchdog can name them.
 class MpiRequest final : public Request {
  public:
-  MpiRequest() = default;
+  MpiRequest(CommOp op, const MpiComm& comm) : op_(op), axis_(comm.axis()), comm_(comm.native()) {}
   ~MpiRequest() override {
     // A request dropped without wait() would leave MPI with a dangling buffer; complete it.
-    if (req_ != MPI_REQUEST_NULL) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+    if (req_ != MPI_REQUEST_NULL) watched_wait(&req_, to_string(op_), axis_, comm_);
   }
-  void wait() override { PTS_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE)); }
+  void wait() override { watched_wait(&req_, to_string(op_), axis_, comm_); }
   bool test() override {
     int done = 0;
     PTS_MPI_CHECK(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
@@ -24,6 +26,9 @@ class MpiRequest final : public Request {
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;
+  CommOp op_;
+  std::string axis_;
+  MPI_Comm comm_;
 };
 
 int as_int(size_t count) {
@@ -69,21 +74,21 @@ std::unique_ptr<Comm> MpiComm::split(int color, int key, const std::string& axis
 }
 
 RequestPtr MpiComm::iall_reduce(const void* send, void* recv, size_t count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::all_reduce, *this);
   const void* s = send == recv ? MPI_IN_PLACE : send;
   PTS_MPI_CHECK(MPI_Iallreduce(s, recv, as_int(count), mpi_type(t), MPI_SUM, comm_, r->handle()));
   return r;
 }
 
 RequestPtr MpiComm::ireduce_scatter(const void* send, void* recv, size_t recv_count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::reduce_scatter, *this);
   PTS_MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, as_int(recv_count), mpi_type(t), MPI_SUM,
                                           comm_, r->handle()));
   return r;
 }
 
 RequestPtr MpiComm::iall_gather(const void* send, void* recv, size_t send_count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::all_gather, *this);
   const char* own_block = static_cast<const char*>(recv) + rank_ * send_count * dtype_size(t);
   const void* s = send == own_block ? MPI_IN_PLACE : send;
   PTS_MPI_CHECK(MPI_Iallgather(s, as_int(send_count), mpi_type(t), recv, as_int(send_count),
@@ -92,30 +97,34 @@ RequestPtr MpiComm::iall_gather(const void* send, void* recv, size_t send_count,
 }
 
 RequestPtr MpiComm::ibroadcast(void* buf, size_t count, DType t, int root) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::broadcast, *this);
   PTS_MPI_CHECK(MPI_Ibcast(buf, as_int(count), mpi_type(t), root, comm_, r->handle()));
   return r;
 }
 
 RequestPtr MpiComm::iall_to_all(const void* send, void* recv, size_t count, DType t) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::all_to_all, *this);
   PTS_MPI_CHECK(MPI_Ialltoall(send, as_int(count), mpi_type(t), recv, as_int(count), mpi_type(t),
                               comm_, r->handle()));
   return r;
 }
 
 RequestPtr MpiComm::isend(const void* buf, size_t count, DType t, int peer, int tag) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::send, *this);
   PTS_MPI_CHECK(MPI_Isend(buf, as_int(count), mpi_type(t), peer, tag, comm_, r->handle()));
   return r;
 }
 
 RequestPtr MpiComm::irecv(void* buf, size_t count, DType t, int peer, int tag) {
-  auto r = std::make_unique<MpiRequest>();
+  auto r = std::make_unique<MpiRequest>(CommOp::recv, *this);
   PTS_MPI_CHECK(MPI_Irecv(buf, as_int(count), mpi_type(t), peer, tag, comm_, r->handle()));
   return r;
 }
 
-void MpiComm::barrier() { PTS_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiComm::barrier() {
+  MPI_Request req;
+  PTS_MPI_CHECK(MPI_Ibarrier(comm_, &req));
+  watched_wait(&req, to_string(CommOp::barrier), axis_, comm_);
+}
 
 }  // namespace pts
