@@ -9,6 +9,7 @@
 #include <numeric>
 #include <optional>
 
+#include "core/comm/wait_deadline.hpp"
 #include "harness/checks.hpp"
 #include "harness/stats.hpp"
 
@@ -86,8 +87,14 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   }
   std::vector<std::string> reasons;
   bool failed = r.failed;
-  for (const RankReport& rep : ranks)
-    if (!rep.error.empty()) reasons.push_back("rank " + std::to_string(rep.rank) + " threw: " + rep.error);
+  // The ranks that threw first, then those that abandoned a wait because of them.
+  std::vector<std::string> gave_up;
+  for (const RankReport& rep : ranks) {
+    if (rep.error.empty()) continue;
+    const bool abandoned = rep.error.rfind(PeerFault::kAbandonedPrefix, 0) == 0;
+    (abandoned ? gave_up : reasons).push_back("rank " + std::to_string(rep.rank) + (abandoned ? " gave up: " : " threw: ") + rep.error);
+  }
+  reasons.insert(reasons.end(), gave_up.begin(), gave_up.end());
 
   // Timing over the steps after warm-up.
   std::vector<double> timed = after_warmup(r.step_times, c.warmup_steps);

@@ -2,7 +2,8 @@
 # good run writes its five files; a used --out is refused and left as it was; a target_loss is
 # timed (wall_s, steps_to_target, time_to_target_s); SIGTERM stops a run cleanly (exit 3) and
 # --resume completes it. With the planted build beside it (ptsuite_planted): a rank blocked
-# forever ends the job through the watchdog (exit 4), a rank that segfaults is recorded as a
+# forever ends the job through the watchdog (exit 4), a rank that throws fails its case on
+# every rank and the suite goes on, a rank that segfaults is recorded as a
 # crash by --resume (exit 5).
 # Usage (from CTest): bash cli_test.sh PTSUITE_BIN MPIEXEC REPO_DIR
 set -u
@@ -346,18 +347,26 @@ if [ -x "$PLANTED" ]; then
     has r.err "rank 1: watchdog: case 'fsdp-block-rank1': recv on axis 'dp' (group of 2 ranks: world ranks 0,1)"
   check "blocked rank: the completed case is intact" test "$(column out_r/cases.csv case)" = "single"
 
-  # (s) a rank that throws between two all-gathers: its message at once; its notice cuts the
-  # others' wait to the grace period (5 s), not the default --timeout of 300 s (exit 4).
+  # (s) a rank that throws between two all-gathers: its message at once; its fault notice
+  # makes the other rank abandon its all-gather after the grace (2 s), not the 300 s
+  # --timeout; the case FAILs with the message on every rank and the suite goes on (exit 1).
   faulty fsdp-throw-rank1 >throw.toml
   start=$(date +%s)
   run s "${NP2P[@]}" run throw.toml --out out_s --quiet
   took=$(($(date +%s) - start))
-  check "rank throwing mid-step: exit 4 (got $rc)" test "$rc" -eq 4
+  check "rank throwing mid-step: exit 1, a failed case (got $rc)" test "$rc" -eq 1
+  [ "$rc" -eq 1 ] || { show s.out; show s.err; }
   check "rank throwing mid-step: ended within 30 s, not the 300 s timeout (took ${took} s)" test "$took" -le 30
   check "rank throwing mid-step: its error is shown" \
     has s.err "rank 1: case 'fsdp-throw-rank1': threw: planted fault: dp rank 1 throws in the backward of step 1"
-  check "rank throwing mid-step: the waiting rank names the op and the fault" \
-    has s.err "rank 0: watchdog: case 'fsdp-throw-rank1': all_gather on axis 'dp' (group of 2 ranks: world ranks 0,1) has waited 5.0 s after a peer's fault notice: rank 1 threw: planted fault"
+  check "rank throwing mid-step: the waiting rank names the op it abandoned and the fault" \
+    has s.err "rank 0: case 'fsdp-throw-rank1': gave up: abandoned all_gather on axis 'dp' after 2.0 s: a peer's fault notice: rank 1 threw: planted fault"
+  check "rank throwing mid-step: the case FAILs with rank 1's message, the next case runs and PASSes" \
+    test "$(python3 -c "import csv; print(' '.join(r['case']+':'+r['verdict'] for r in csv.DictReader(open('out_s/cases.csv'))))")" \
+    = "single:PASS fsdp-throw-rank1:FAIL ddp:PASS"
+  check "rank throwing mid-step: the reason names rank 1's exception" \
+    test -n "$(grep -F 'fsdp-throw-rank1' out_s/cases.csv | grep -F 'rank 1 threw: planted fault: dp rank 1 throws')"
+  check "rank throwing mid-step: run.json complete" test "$(runjson out_s)" = "complete 3 3 None"
 
   # (t) a segfault: the job dies naming the case; --resume records it as FAIL and runs the rest.
   faulty fsdp-crash-rank1 >crash.toml

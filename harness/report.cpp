@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/comm/mpi/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace pts {
@@ -200,11 +201,15 @@ namespace {
 std::vector<std::string> gather_strings(MpiComm& side, const std::string& s) {
   int len = static_cast<int>(s.size());
   std::vector<int> lens(side.size()), offs(side.size());
-  PTS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, side.native()));
+  MPI_Request req;
+  PTS_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, side.native(), &req));
+  watched_wait(&req, "gather (harness)", side.axis(), side.native(), true);
   int total = 0;
   for (int r = 0; r < side.size(); ++r) offs[r] = total, total += lens[r];
   std::string all(side.rank() == 0 ? total : 0, '\0');
-  PTS_MPI_CHECK(MPI_Gatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, side.native()));
+  PTS_MPI_CHECK(
+      MPI_Igatherv(s.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, side.native(), &req));
+  watched_wait(&req, "gather (harness)", side.axis(), side.native(), true);
   std::vector<std::string> out;
   if (side.rank() == 0)
     for (int r = 0; r < side.size(); ++r) out.push_back(all.substr(offs[r], lens[r]));

@@ -5,12 +5,14 @@
 #include "harness/runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/link_comm.hpp"
@@ -95,6 +97,23 @@ bool any_world(MpiComm& world, bool local) {
   PTS_MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_INT, MPI_MAX, world.native(), &req));
   watched_wait(&req, "all_reduce (harness)", world.axis(), world.native(), true);
   return out != 0;
+}
+
+// Rank 0 tells every rank how the case went. The ranks the case left idle wait here for
+// the whole case, with no deadline (a case may rightly run for hours): if the case hangs,
+// its own ranks' watchdog ends the job. They poll with sleeps, leaving the cores to the case.
+void share_outcome(MpiComm& world, int outcome[2], bool active) {
+  MPI_Request req;
+  PTS_MPI_CHECK(MPI_Ibcast(outcome, 2, MPI_INT, 0, world.native(), &req));
+  if (active) {
+    watched_wait(&req, "broadcast (harness)", world.axis(), world.native(), true);
+    return;
+  }
+  for (int done = 0;;) {
+    PTS_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 }  // namespace
@@ -196,7 +215,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
         progress.end_case(row);
       }
     }
-    PTS_MPI_CHECK(MPI_Bcast(outcome, 2, MPI_INT, 0, world.native()));
+    share_outcome(world, outcome, active);
     set_current_case("");
     if (outcome[1]) {
       summary.interrupted = true;

@@ -27,6 +27,16 @@ bool any_rank(MpiComm& side, bool local) {
   return out != 0;
 }
 
+// A case that failed by an exception may leave operations pending on its communicators (a
+// rank threw between two collectives; its peers abandoned theirs after its fault notice),
+// and MPI may still write into their buffers: the case's strategy, mesh and backend are
+// kept, reachable, for the life of the process instead of being freed.
+template <class... P>
+void quarantine(std::unique_ptr<P>&... owned) {
+  static auto* kept = new std::vector<void*>();
+  (kept->push_back(owned.release()), ...);
+}
+
 template <class T>
 const StrategyFactory<T>& factory_of(const StrategyInfo& info) {
   if constexpr (std::is_same_v<T, float>) return info.make_f32;
@@ -75,10 +85,13 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     if (!out.error.empty()) return;
     try {
       fn();
+    } catch (const PeerFault& e) {
+      out.error = e.what();
+      report_fault(std::string("gave up: ") + e.what());
     } catch (const std::exception& e) {
       out.error = e.what();
-      // Shown at once: if the other ranks are blocked in a collective this rank left, the
-      // watchdog ends the job and this line is what says why.
+      // Shown at once, and told to the other ranks: those blocked in a collective this rank
+      // left abandon it (PeerFault) and the case fails everywhere with this message.
       report_fault(std::string("threw: ") + e.what());
       notify_fault(std::string("threw: ") + e.what());
     }
@@ -118,6 +131,8 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     guard([&] { out.params = strategy->full_params(side); });
     out.failed = any_rank(side, !out.error.empty());
   }
+
+  if (out.failed) quarantine(strategy, mesh, backend);  // every rank agreed on failed
 
   RankReport& report = out.report;
   report.rank = side.rank();

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "core/comm/mpi/mpi_comm.hpp"
+#include "core/comm/wait_deadline.hpp"
 
 namespace pts {
 namespace {
@@ -87,6 +88,15 @@ int64_t ParamServer<T>::shard_begin(int server) const {
   return shard_start(n_, servers_, server);
 }
 
+namespace {
+
+// The group a param-server wait names in the watchdog's message.
+GroupNamer group_of(const Comm& c) {
+  return [n = c.size()] { return std::make_pair(std::string(), n); };
+}
+
+}  // namespace
+
 template <class T>
 double ParamServer<T>::train_step(int) {
   throw Error("param-server is asynchronous: the harness trains it with train_run");
@@ -118,12 +128,13 @@ void ParamServer<T>::abort_run(Comm& side, int failed, const std::string& why) {
 
 template <class T>
 void ParamServer<T>::await(std::vector<RequestPtr>& reqs) {
+  WaitDeadline deadline("param-server exchange", comm_.axis(), group_of(comm_));
   for (;;) {
     bool done = true;
     for (auto& r : reqs) done = (r->test() && done);
     if (done) break;
     poll_control();
-    std::this_thread::yield();
+    deadline.pause();
   }
   for (auto& r : reqs) r->wait();
   reqs.clear();
@@ -156,9 +167,10 @@ AsyncRun ParamServer<T>::train_run(int steps, Comm& side) {
   const int64_t done = kDone;
   for (int peer : f.peers) side.send(&done, 1, DType::i64, peer, kControlTag);
   f.told = true;
+  WaitDeadline deadline("param-server done messages", side.axis(), group_of(side));
   while (std::any_of(f.control.begin(), f.control.end(), [](const RequestPtr& r) { return r != nullptr; })) {
     poll_control();
-    std::this_thread::yield();
+    deadline.pause();
   }
   inflight_.reset();
   return out;
@@ -230,6 +242,8 @@ void ParamServer<T>::run_server(int steps, Comm&) {
   for (int w = 0; w < W; ++w) post_pull(w), post_push(w);
   const int64_t total = int64_t{W} * steps;
   int64_t answered = 0, applied = 0;
+  // No progress for --timeout (every worker silent) is the watchdog's case.
+  WaitDeadline deadline("param-server serving", comm_.axis(), group_of(comm_));
   while (answered < total || applied < total) {
     bool progress = false;
     for (int w = 0; w < W; ++w) {
@@ -278,7 +292,8 @@ void ParamServer<T>::run_server(int steps, Comm&) {
       progress = true;
     }
     poll_control();
-    if (!progress) std::this_thread::yield();
+    if (progress) deadline.restart();
+    else deadline.pause();
   }
   for (auto& r : f.reply_send)
     if (r) r->wait();

@@ -2,7 +2,7 @@
 // (harness/cli_test.sh): fsdp (an all-gather per unit, so every rank is always between two
 // collectives) whose dp rank 1 throws, crashes or blocks forever in the backward of the
 // first unit of step 1. Built through Fsdp's extension point like any user's variant.
-//   fsdp-throw-rank1   throws an Error          -> the others wait; the watchdog ends the job
+//   fsdp-throw-rank1   throws an Error          -> the others abandon their wait; the case FAILs
 //   fsdp-crash-rank1   raises SIGSEGV           -> the job dies; --resume records a crash
 //   fsdp-block-rank1   receives a message nobody sends -> the watchdog names recv on dp
 #include <csignal>
@@ -54,11 +54,11 @@ using Blocks = FaultyFsdp<T, Fault::blocks>;
 void add_faulty_strategies(StrategyRegistry& r) {
   const auto one_f_one_b = find_schedule("1f1b");
   r.add(trainer_entry("fsdp-throw-rank1", "FAULT: dp rank 1 throws in the backward of step 1", "dp",
-                      {dp_algorithm<Throws>("fsdp", 3), one_f_one_b}));
+                      {dp_algorithm<Throws>("fsdp", 3), one_f_one_b, nullptr}));
   r.add(trainer_entry("fsdp-crash-rank1", "FAULT: dp rank 1 segfaults in the backward of step 1", "dp",
-                      {dp_algorithm<Crashes>("fsdp", 3), one_f_one_b}));
+                      {dp_algorithm<Crashes>("fsdp", 3), one_f_one_b, nullptr}));
   r.add(trainer_entry("fsdp-block-rank1", "FAULT: dp rank 1 waits for a message nobody sends in step 1", "dp",
-                      {dp_algorithm<Blocks>("fsdp", 3), one_f_one_b}));
+                      {dp_algorithm<Blocks>("fsdp", 3), one_f_one_b, nullptr}));
 }
 
 }  // namespace pts

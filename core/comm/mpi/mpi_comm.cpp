@@ -1,6 +1,7 @@
 #include "core/comm/mpi/mpi_comm.hpp"
 
 #include <climits>
+#include <exception>
 
 #include "core/comm/mpi/watchdog.hpp"
 #include "core/error.hpp"
@@ -14,7 +15,13 @@ class MpiRequest final : public Request {
   MpiRequest(CommOp op, const MpiComm& comm) : op_(op), axis_(comm.axis()), comm_(comm.native()) {}
   ~MpiRequest() override {
     // A request dropped without wait() would leave MPI with a dangling buffer; complete it.
-    if (req_ != MPI_REQUEST_NULL) watched_wait(&req_, to_string(op_), axis_, comm_);
+    // Not while unwinding from a fault, nor past a peer's: the operation is abandoned, and
+    // the harness keeps the case's memory (train.cpp) so that the buffer stays valid.
+    if (req_ == MPI_REQUEST_NULL || std::uncaught_exceptions() > 0) return;
+    try {
+      watched_wait(&req_, to_string(op_), axis_, comm_);
+    } catch (const PeerFault&) {
+    }
   }
   void wait() override { watched_wait(&req_, to_string(op_), axis_, comm_); }
   bool test() override {

@@ -59,7 +59,10 @@ std::string world_ranks_of(MPI_Comm comm, int size) {
   if (MPI_Comm_group(comm, &group) != MPI_SUCCESS || MPI_Comm_group(MPI_COMM_WORLD, &world) != MPI_SUCCESS) return "?";
   MPI_Group_translate_ranks(group, size, local.data(), world, global.data());
   std::string out;
-  for (int r : global) out += (out.empty() ? "" : ",") + std::to_string(r);
+  for (int r : global) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(r);
+  }
   return out;
 }
 
@@ -104,17 +107,62 @@ const std::string& watchdog_case() { return g_case; }
 void set_watchdog_reporter(void (*reporter)(const std::string&)) { g_reporter = reporter; }
 
 std::string watchdog_message(int world_rank, const std::string& case_name, const char* op, const std::string& axis,
-                             const std::string& world_ranks, int group_size, double waited_s, double timeout_s,
-                             const std::string& notice) {
+                             const std::string& world_ranks, int group_size, double waited_s, double timeout_s) {
   char waited[32], limit[32];
   std::snprintf(waited, sizeof waited, "%.1f", waited_s);
   std::snprintf(limit, sizeof limit, "%g", timeout_s);
   return "ptsuite: rank " + std::to_string(world_rank) + ": watchdog: case '" + (case_name.empty() ? "-" : case_name) +
-         "': " + op + " on axis '" + axis + "' (group of " + std::to_string(group_size) + " ranks: world ranks " +
-         world_ranks + ") has waited " + waited + " s" +
-         (notice.empty() ? ", past --timeout " + std::string(limit) + "; a peer failed or is stuck (see its message above)"
-                         : " after a peer's fault notice: " + notice) +
-         ". Ending the job (exit " + std::to_string(kWatchdogExitCode) + ")";
+         "': " + op + " on axis '" + axis + "' (group of " + std::to_string(group_size) + " ranks" +
+         (world_ranks.empty() ? "" : ": world ranks " + world_ranks) + ") has waited " + waited + " s, past --timeout " + limit +
+         "; a peer failed or is stuck (see its message above). Ending the job (exit " +
+         std::to_string(kWatchdogExitCode) + ")";
+}
+
+WaitDeadline::WaitDeadline(std::string op, std::string axis, GroupNamer group, bool harness)
+    : op_(std::move(op)), axis_(std::move(axis)), group_(std::move(group)), harness_(harness) {
+  restart();
+}
+
+// A span in the clock's own units.
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+void WaitDeadline::restart() {
+  start_ = Clock::now();
+  deadline_ = start_ + seconds(g_timeout_s > 0 ? g_timeout_s : 1e9);
+  if (noticed_) deadline_ = std::min(deadline_, start_ + seconds(kFaultGraceSeconds));
+  // Yield between polls for the first milliseconds (an operation usually completes within
+  // them), then sleep 200 us per poll: a long wait costs a peer's core almost nothing.
+  spin_until_ = start_ + std::chrono::milliseconds(20);
+}
+
+void WaitDeadline::pause() {
+  const auto now = Clock::now();
+  if (!harness_ && !noticed_ && fault_noticed()) {
+    noticed_ = true;
+    deadline_ = std::min(deadline_, now + seconds(kFaultGraceSeconds));
+  }
+  if (now < deadline_) {
+    if (now < spin_until_) sched_yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return;
+  }
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const double waited = std::chrono::duration<double>(now - start_).count();
+  if (noticed_) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.1f", waited);
+    throw PeerFault(op_ + " on axis '" + axis_ + "' after " + text +
+                    " s: a peer's fault notice: " + g_fault);
+  }
+  const auto [ranks, size] = group_();
+  const std::string msg = watchdog_message(world_rank, g_case, op_.c_str(), axis_, ranks, size, waited, g_timeout_s);
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::fflush(stderr);
+  if (g_reporter) g_reporter(msg);
+  MPI_Abort(MPI_COMM_WORLD, kWatchdogExitCode);
 }
 
 void watched_wait(MPI_Request* req, const char* op, const std::string& axis, MPI_Comm comm, bool harness) {
@@ -122,36 +170,17 @@ void watched_wait(MPI_Request* req, const char* op, const std::string& axis, MPI
     PTS_MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
     return;
   }
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto deadline = start + std::chrono::duration<double>(g_timeout_s);
-  bool noticed = false;
-  // Yield between polls for the first milliseconds (a collective usually completes within
-  // them), then sleep 200 us per poll: a long wait costs a peer's core almost nothing.
-  const auto spin_until = start + std::chrono::milliseconds(20);
+  WaitDeadline deadline(op, axis, [comm] {
+    int size = 1;
+    MPI_Comm_size(comm, &size);
+    return std::make_pair(world_ranks_of(comm, size), size);
+  }, harness);
   for (;;) {
     int done = 0;
     PTS_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
     if (done) return;
-    const auto now = Clock::now();
-    if (!harness && !noticed && fault_noticed()) {
-      noticed = true;
-      deadline = std::min(deadline, now + std::chrono::duration<double>(kFaultGraceSeconds));
-    }
-    if (now >= deadline) break;
-    if (now < spin_until) sched_yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    deadline.pause();
   }
-  int world_rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(comm, &size);
-  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-  const std::string msg = watchdog_message(world_rank, g_case, op, axis, world_ranks_of(comm, size), size, waited,
-                                           g_timeout_s, noticed ? g_fault : "");
-  std::fprintf(stderr, "%s\n", msg.c_str());
-  std::fflush(stderr);
-  if (g_reporter) g_reporter(msg);
-  MPI_Abort(MPI_COMM_WORLD, kWatchdogExitCode);
 }
 
 }  // namespace pts
