@@ -835,7 +835,7 @@ TEST(Generate, ANewStrategyIsInTheConformanceSuiteWithNoEditToIt) {
   EXPECT_EQ(added.size(), matrix_size(*with_new.find("ddp-new")));
   EXPECT_EQ(after.cases.size(), before.cases.size() + added.size());
   // Named as ddp's cases are, with its own name in place of ddp's.
-  for (const std::string& name : {"ddp-new-dp1-float64-sgd", "ddp-new-dp4-float32-adamw", "overlap-dp3-float64-ddp-new",
+  for (const char* name : {"ddp-new-dp1-float64-sgd", "ddp-new-dp4-float32-adamw", "overlap-dp3-float64-ddp-new",
                                   "wd-dp-dp3-float32-adamw-ddp-new", "link-ddp-new"})
     EXPECT_NE(std::find(added.begin(), added.end(), name), added.end()) << name;
   // ...and configured from the suite's [defaults] under the matrix entry.
@@ -867,11 +867,11 @@ TEST(Generate, TheConformanceSuiteHoldsEveryShippedMatrix) {
 TEST(Generate, TrainerMatricesFollowTheirAxes) {
   auto cases = [](const std::string& strategy) { return matrix_suite(registry(), strategy).cases; };
   auto has = [](const std::vector<CaseConfig>& cs, auto pred) { return std::any_of(cs.begin(), cs.end(), pred); };
-  for (const std::string& s : {"ddp", "zero1", "zero2", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "ddp-2phase", "hybrid"}) {
+  for (const char* s : {"ddp", "zero1", "zero2", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "ddp-2phase", "hybrid"}) {
     SCOPED_TRACE(s);
     const auto cs = cases(s);
-    for (const std::string& dtype : {"float64", "float32"})
-      for (const std::string& opt : {"sgd", "adamw"})
+    for (const char* dtype : {"float64", "float32"})
+      for (const char* opt : {"sgd", "adamw"})
         EXPECT_TRUE(has(cs, [&](const CaseConfig& c) {
           return c.dtype == dtype && c.optimizer.kind == opt && c.optimizer.weight_decay > 0;
         })) << dtype << " " << opt << " with weight decay";
@@ -886,12 +886,12 @@ TEST(Generate, TrainerMatricesFollowTheirAxes) {
     EXPECT_TRUE(has(cases("tp"), [&](const CaseConfig& c) { return c.workload == "gpt-odd" && c.layout.tp == tp; }));
   EXPECT_TRUE(has(cases("tp"), [](const CaseConfig& c) { return c.workload == "mlp-deep" && c.layout.tp == 3; }));
   // Every schedule with m in {1, pp, 2pp}.
-  for (const std::string& s : {"pp-gpipe", "pp-1f1b"})
+  for (const char* s : {"pp-gpipe", "pp-1f1b"})
     for (int pp : {2, 4})
       for (int m : {1, pp, 2 * pp})
         EXPECT_TRUE(has(cases(s), [&](const CaseConfig& c) { return c.layout.pp == pp && c.microbatches == m; }))
             << s << " pp " << pp << " m " << m;
-  for (const std::string& schedule : {"1f1b", "gpipe"})
+  for (const char* schedule : {"1f1b", "gpipe"})
     for (int m : {1, 2, 4})
       EXPECT_TRUE(has(cases("hybrid"), [&](const CaseConfig& c) {
         return c.schedule == schedule && c.layout.pp == 2 && c.microbatches == m;
@@ -908,10 +908,10 @@ strategies = ["ddp", "tp"]
 )");
   const auto ddp = names_of(s, "ddp");
   EXPECT_EQ(ddp.front(), "ddp-dp1-float64-sgd");
-  for (const std::string& name : {"overlap-dp2-float64-ddp", "wd-dp-dp3-float64-adamw-ddp", "link-ddp"})
+  for (const char* name : {"overlap-dp2-float64-ddp", "wd-dp-dp3-float64-adamw-ddp", "link-ddp"})
     EXPECT_NE(std::find(ddp.begin(), ddp.end(), name), ddp.end()) << name;
   const auto tp = names_of(s, "tp");
-  for (const std::string& name : {"gpt-tp-float64-tp1", "wd-tp-adamw-float32-tp4-gpt-odd", "uneven-tp3-float64-sgd"})
+  for (const char* name : {"gpt-tp-float64-tp1", "wd-tp-adamw-float32-tp4-gpt-odd", "uneven-tp3-float64-sgd"})
     EXPECT_NE(std::find(tp.begin(), tp.end(), name), tp.end()) << name;
 }
 

@@ -13,6 +13,8 @@
 
 namespace pts {
 
+StrategyInfo two_phase_ddp_entry();  // strategies/dp/two_phase.cpp: the worked example, no header
+
 void StrategyRegistry::add(StrategyInfo info) {
   if (find(info.name)) throw Error("strategy '" + info.name + "' registered twice");
   for (const OptionSpec& o : info.options)
@@ -180,7 +182,6 @@ StrategyRegistry builtin_strategies() {
                       {ddp, find_schedule("gpipe")}));
   r.add(trainer_entry("pp-1f1b", "pipeline parallel, 1F1B schedule: at most pp microbatches in flight", "pp",
                       {ddp, one_f_one_b}));
-  StrategyInfo two_phase_ddp_entry();  // strategies/dp/two_phase.cpp
   r.add(two_phase_ddp_entry());
   // Communication-reducing dp algorithms, each checked against its serial twin.
   r.add(local_sgd_entry());

@@ -45,11 +45,11 @@ struct ReferenceSpec {
   std::string kind = "oracle";      // oracle | twin | replay
   std::string strategy = "single";  // the registry entry that runs it, or runner's name
   // The reference's configuration from the case's; null: the oracle's (oracle_config).
-  std::function<CaseConfig(const CaseConfig&)> config;
+  std::function<CaseConfig(const CaseConfig&)> config = nullptr;
   // A twin that is no suite strategy of its own (not registered, not listed): its entry.
-  std::shared_ptr<const StrategyInfo> runner;
+  std::shared_ptr<const StrategyInfo> runner = nullptr;
   // replay: the replay in float64 and float32 (the case's config, the whole run's trace).
-  ReplayFn replay_f64, replay_f32;
+  ReplayFn replay_f64 = nullptr, replay_f32 = nullptr;
   // "oracle", "twin:<strategy>" or "replay:<strategy>", as cases.csv reports it.
   std::string label() const { return kind == "oracle" ? kind : kind + ":" + strategy; }
 };

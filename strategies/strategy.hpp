@@ -85,8 +85,8 @@ struct OptionSpec {
   OptionValue default_value = int64_t{0};  // for options kept in CaseConfig::options
   std::string unit = "-";                  // cases.csv unit ("count", "bytes", "bool", ...)
   std::string meaning;
-  std::function<void(CaseConfig&, const OptionValue&)> set;  // null: CaseConfig::options[key]
-  std::function<OptionValue(const CaseConfig&)> get;         // null: CaseConfig::options[key]
+  std::function<void(CaseConfig&, const OptionValue&)> set = nullptr;  // null: CaseConfig::options[key]
+  std::function<OptionValue(const CaseConfig&)> get = nullptr;         // null: CaseConfig::options[key]
   bool column = true;  // false: an existing cases.csv column already reports it
   void assign(CaseConfig& c, const OptionValue& v) const {
     if (set) set(c, v);

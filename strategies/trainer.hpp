@@ -27,9 +27,9 @@ namespace pts {
 
 // What a preset fixes; the rest comes from the case.
 struct TrainerPreset {
-  std::optional<DpAlgorithm> dp;                 // unset: the case's zero_stage (0-3)
-  std::shared_ptr<const PipeSchedule> schedule;  // null: the case's `schedule`
-  TensorParallelFactory tensor_parallel;         // null: TensorParallel (tensor_parallel.hpp)
+  std::optional<DpAlgorithm> dp = std::nullopt;  // unset: the case's zero_stage (0-3)
+  std::shared_ptr<const PipeSchedule> schedule = nullptr;  // null: the case's `schedule`
+  TensorParallelFactory tensor_parallel = nullptr;  // null: TensorParallel (tensor_parallel.hpp)
   // false: the dp algorithm has neither ddp's gradient buckets nor fsdp's gathers, so
   // bucket_bytes, overlap, prefetch and reshard_after_forward are not its options (the suite
   // refuses them instead of ignoring them, and its matrix does not vary them).

@@ -54,11 +54,11 @@ using Blocks = FaultyFsdp<T, Fault::blocks>;
 void add_faulty_strategies(StrategyRegistry& r) {
   const auto one_f_one_b = find_schedule("1f1b");
   r.add(trainer_entry("fsdp-throw-rank1", "FAULT: dp rank 1 throws in the backward of step 1", "dp",
-                      {dp_algorithm<Throws>("fsdp", 3), one_f_one_b, nullptr}));
+                      {dp_algorithm<Throws>("fsdp", 3), one_f_one_b}));
   r.add(trainer_entry("fsdp-crash-rank1", "FAULT: dp rank 1 segfaults in the backward of step 1", "dp",
-                      {dp_algorithm<Crashes>("fsdp", 3), one_f_one_b, nullptr}));
+                      {dp_algorithm<Crashes>("fsdp", 3), one_f_one_b}));
   r.add(trainer_entry("fsdp-block-rank1", "FAULT: dp rank 1 waits for a message nobody sends in step 1", "dp",
-                      {dp_algorithm<Blocks>("fsdp", 3), one_f_one_b, nullptr}));
+                      {dp_algorithm<Blocks>("fsdp", 3), one_f_one_b}));
 }
 
 }  // namespace pts
