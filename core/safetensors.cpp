@@ -128,7 +128,9 @@ SafeTensorFile read_safetensors(const std::string& path) {
   const int64_t data_bytes = static_cast<int64_t>(bytes.size() - 8 - n);
   SafeTensorFile f;
   std::vector<std::pair<int64_t, int64_t>> spans;
-  for (const auto& [name, entry] : header.items()) {
+  for (auto item = header.begin(); item != header.end(); ++item) {
+    const std::string name = item.key();
+    const nlohmann::json& entry = item.value();
     if (name == "__metadata__") {
       if (!entry.is_object()) throw bad("__metadata__ is not an object");
       for (const auto& [k, v] : entry.items()) {

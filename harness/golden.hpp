@@ -15,6 +15,7 @@
 namespace pts {
 
 inline constexpr int kGoldenVersion = 1;
+inline constexpr int kGoldenMaxSteps = 100000;  // the suite's own limit (harness/suite.hpp Limits)
 
 // One canonical parameter tensor as the kit names it.
 struct GoldenParam {

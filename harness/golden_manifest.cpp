@@ -231,11 +231,14 @@ GoldenKit load_golden_kit(const std::string& dir) {
       k.optimizer.momentum = o.at("momentum").get<double>();
     }
     k.optimizer.weight_decay = o.at("weight_decay").get<double>();
+    if (k.steps < 1 || k.steps > kGoldenMaxSteps || k.every < 1)
+      throw ConfigError(mpath.string() + ": training.steps must be 1.." + std::to_string(kGoldenMaxSteps) +
+                        " and every at least 1");
     kit.saved = t.at("saved_steps").get<std::vector<int>>();
     kit.float32 = m.at("float32").get<bool>();
     const WorkloadSpec* w = find_workload(k.workload);
     if (!w) throw ConfigError(mpath.string() + ": unknown workload '" + k.workload + "'");
-    if (k.steps < 1 || k.every < 1 || kit.saved != saved_steps(k.steps, k.every))
+    if (kit.saved != saved_steps(k.steps, k.every))
       throw ConfigError(mpath.string() + ": training.steps, every and saved_steps disagree");
     kit.params = golden_params(*w);
     const Json& ps = m.at("params");

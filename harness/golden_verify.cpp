@@ -60,6 +60,8 @@ std::vector<double> read_losses(const std::string& path, int steps) {
     const double loss = std::strtod(loss_text.c_str(), &end);
     if (loss_text.empty() || *end != '\0')
       throw ConfigError(path + ":" + std::to_string(n) + ": loss '" + loss_text + "' is not a number");
+    if (static_cast<int>(out.size()) == steps)
+      throw ConfigError(path + ":" + std::to_string(n) + ": more than the kit's " + std::to_string(steps) + " steps");
     if (step != static_cast<long>(out.size()))
       throw ConfigError(path + ":" + std::to_string(n) + ": step " + step_text + " where step " +
                         std::to_string(out.size()) + " comes next (rows are steps 0, 1, ... in order)");
