@@ -128,5 +128,29 @@ TEST(GoldenVerify, Float32ResultsNeedTheFloat32Rule) {
   std::filesystem::remove_all(m.dir);
 }
 
+// Bare canonical names are the parameters after the last step; a step given must give
+// every tensor.
+TEST(GoldenVerify, BareNamesAreTheLastStepAndStepsAreWhole) {
+  const Made m = make_results("bare", false);
+  const SafeTensorFile all = read_safetensors(m.params);
+  SafeTensorFile bare, partial;
+  for (const std::string& name : all.names()) {
+    if (name.rfind("step.3.", 0) == 0) bare.add(name.substr(7), *all.find(name));
+    if (name.rfind("step.1.", 0) == 0 && name != "step.1.layers.1.bias") partial.add(name, *all.find(name));
+  }
+  write_safetensors(m.params, bare);
+  GoldenVerdict v = verify(m);
+  EXPECT_EQ(v.exit_code, 0) << v.report;
+  EXPECT_NE(v.report.find("after step 3"), std::string::npos) << v.report;
+  write_safetensors(m.params, partial);
+  try {
+    verify(m);
+    ADD_FAILURE() << "a step without layers.1.bias was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("step 1 lacks tensor 'layers.1.bias'"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(m.dir);
+}
+
 }  // namespace
 }  // namespace pts
