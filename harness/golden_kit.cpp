@@ -1,6 +1,5 @@
 // golden export and golden results: the kit's canonical names, its manifest, and the runs
 // that fill it (the oracle through the reference cache, exactly as the suite's checks get it).
-#include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,7 +9,6 @@
 #include "core/comm/counting_comm.hpp"
 #include "core/rng.hpp"
 #include "core/safetensors.hpp"
-#include "core/sha256.hpp"
 #include "harness/golden.hpp"
 #include "harness/golden_manifest.hpp"
 #include "harness/references.hpp"

@@ -206,8 +206,11 @@ GoldenKit load_golden_kit(const std::string& dir) {
   GoldenKit kit;
   kit.dir = dir;
   const fs::path mpath = fs::path(dir) / "manifest.json";
-  std::ifstream in(mpath);
-  if (!in) throw ConfigError(mpath.string() + ": missing; a golden kit is a directory made by golden export");
+  std::error_code ec;
+  std::ifstream in;
+  if (fs::is_regular_file(mpath, ec)) in.open(mpath);
+  if (!in.is_open() || !in)
+    throw ConfigError(mpath.string() + ": missing or not a regular file; a golden kit is a directory made by golden export");
   try {
     kit.manifest = Json::parse(in);
     const Json& m = kit.manifest;
@@ -254,7 +257,6 @@ GoldenKit load_golden_kit(const std::string& dir) {
       if (name.find('/') != std::string::npos || name.find("..") != std::string::npos)
         throw ConfigError(mpath.string() + ": file name '" + name + "' leaves the kit");
       const fs::path p = fs::path(dir) / name;
-      std::error_code ec;
       if (!fs::is_regular_file(p, ec)) throw ConfigError(p.string() + ": listed in the manifest but missing");
       if (sha256_file(p.string()) != f.at("sha256").get<std::string>() || fs::file_size(p) != f.at("bytes").get<uintmax_t>())
         throw ConfigError(p.string() + ": sha256 differs from the manifest's (the file was altered or truncated)");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -34,6 +35,8 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // step,loss with one row per step 0..steps-1, in order.
 std::vector<double> read_losses(const std::string& path, int steps) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw ConfigError(path + ": not found or not a regular file (--losses)");
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot be read (--losses)");
   std::string line;
