@@ -124,6 +124,7 @@ CaseConfig kit_case(const KitConfig& k, const std::string& strategy, const std::
   for (const std::string& s : sets) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) throw ConfigError("--set '" + s + "': give KEY=VALUE (a suite key)");
+    if (s.substr(0, eq) == "data") throw ConfigError("--set data: the kit fixes the data (its manifest's data)");
     t << s.substr(0, eq) << " = " << s.substr(eq + 1) << "\n";
   }
   Suite suite = parse_suite(t.str(), "<golden case>", registry, world_size);
