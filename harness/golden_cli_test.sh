@@ -91,6 +91,9 @@ fail_case ddp-sum "$GPT" 1 ddp-sum --dp 2  # step 0 is right; its doubled update
 fail_case tp-no-row-reduce "$GPT" 0 tp-no-row-reduce --tp 2
 fail_case pp-drop-last "$MLP" 0 pp-1f1b-drop-last --pp 2
 fail_case zero1-shift "$MLP" 0 zero1-shard-shift --dp 2
+fail_case skip-bucket "$GPT" 1 ddp-skip-bucket --dp 2
+fail_case zero2-shift "$GPT" 1 zero2-shard-shift --dp 2
+fail_case vocab-overlap "$GPT" 0 tp-vocab-overlap --tp 2
 
 # Bad input: exit 2, a message naming the file (and tensor), nothing written.
 bad() {  # bad NAME EXPECTED_TEXT CMD...
