@@ -35,13 +35,13 @@ if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
   bash fuzz/hostile_cli.sh build-asan/ptsuite
 fi
 if [[ "${PTSUITE_CI_FUZZ:-1}" == 1 ]]; then
-  # The suite parser and the token-file reader under libFuzzer with ASan/UBSan, each for
+  # The suite parser, the token-file and the safetensors readers under libFuzzer with ASan/UBSan, each for
   # PTSUITE_FUZZ_SECONDS from fuzz/corpus/. New inputs go to a scratch directory (the
   # committed corpus changes by hand only); a crash leaves its input in build-fuzz/.
   cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE=-O1 -DCMAKE_CXX_COMPILER=clang++ \
         -DPTSUITE_FUZZ=ON -DPTSUITE_TESTS=OFF -DPTSUITE_BENCH=OFF -DPTSUITE_NATIVE=OFF "${LAUNCHER[@]}" >/dev/null
-  cmake --build build-fuzz -j"$JOBS" --target suite_fuzz tokens_fuzz
-  for target in suite tokens; do
+  cmake --build build-fuzz -j"$JOBS" --target suite_fuzz tokens_fuzz safetensors_fuzz
+  for target in suite tokens safetensors; do
     scratch=$(mktemp -d)
     if ! ASAN_OPTIONS=detect_leaks=0 build-fuzz/${target}_fuzz -max_total_time="${PTSUITE_FUZZ_SECONDS:-20}" \
          -timeout=10 -rss_limit_mb=2048 -artifact_prefix=build-fuzz/ -dict=fuzz/$target.dict \

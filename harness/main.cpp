@@ -1,4 +1,5 @@
-// ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema and compare.
+// ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema, compare and
+// golden (export, results under mpirun, verify).
 // Exit status: 0 all cases pass (compare: nothing regressed), 1 a case failed a check
 // (compare: a regression), 2 bad input (nothing ran); run also 3 interrupted by SIGINT/SIGTERM
 // (continue with --resume), 4 the watchdog ended the job, 5 --resume recorded a case that
@@ -14,6 +15,7 @@
 
 #include "core/comm/mpi/watchdog.hpp"
 #include "harness/compare.hpp"
+#include "harness/golden.hpp"
 #include "harness/run_state.hpp"
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
@@ -133,6 +135,52 @@ int main(int argc, char** argv) {
                           "a rerun of the flagged cases (repeatable): a timing change stands only if each rerun shows it");
   compare_cmd->add_option("--format", compare_format, "text, markdown or json")
       ->check(CLI::IsMember({"text", "markdown", "json"}));
+  auto* golden_cmd = app.add_subcommand("golden", "conformance kits for implementations outside ptsuite");
+  golden_cmd->require_subcommand(1);
+  auto* gexport_cmd = golden_cmd->add_subcommand("export", "write the oracle's run of a workload as a golden kit");
+  pts::GoldenExportOptions gx;
+  std::string gx_dir, gx_dtype = "float64";
+  gexport_cmd->add_option("dir", gx_dir, "new directory for the kit")->required();
+  gexport_cmd->add_option("--workload", gx.workload, "workload preset (ptsuite list)")->required();
+  gexport_cmd->add_option("--steps", gx.steps, "optimizer steps")->capture_default_str();
+  gexport_cmd->add_option("--global-batch", gx.global_batch, "samples per step")->capture_default_str();
+  gexport_cmd->add_option("--every", gx.every, "store the parameters after every k-th step (and the last)")
+      ->capture_default_str();
+  gexport_cmd->add_option("--optimizer", gx.optimizer.kind, "sgd (momentum) or adamw")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  gexport_cmd->add_option("--lr", gx.optimizer.lr, "learning rate")->capture_default_str();
+  gexport_cmd->add_option("--momentum", gx.optimizer.momentum, "sgd momentum")->capture_default_str();
+  gexport_cmd->add_option("--weight-decay", gx.optimizer.weight_decay, "weight decay")->capture_default_str();
+  gexport_cmd->add_option("--seed", gx.seed, "seed of parameters and data")->capture_default_str();
+  gexport_cmd->add_option("--dtype", gx_dtype, "the kit's precision: float64 (the oracle)")
+      ->check(CLI::IsMember({"float64"}));
+  bool gx_no32 = false;
+  gexport_cmd->add_flag("--no-float32", gx_no32, "leave out the single-device float32 run");
+  auto* gresults_cmd = golden_cmd->add_subcommand(
+      "results", "train a kit's configuration with a ptsuite strategy and write results verify reads (under mpirun)");
+  pts::GoldenResultsOptions gr;
+  gresults_cmd->add_option("kit", gr.kit, "golden kit directory")->required();
+  gresults_cmd->add_option("out", gr.out, "new directory for losses.csv and params.safetensors")->required();
+  gresults_cmd->add_option("--strategy", gr.strategy, "registered strategy")->required();
+  gresults_cmd->add_option("--dtype", gr.dtype, "float64 or float32")
+      ->check(CLI::IsMember({"float64", "float32"}))
+      ->capture_default_str();
+  gresults_cmd->add_option("--dp", gr.layout.dp, "data-parallel ranks")->capture_default_str();
+  gresults_cmd->add_option("--tp", gr.layout.tp, "tensor-parallel ranks")->capture_default_str();
+  gresults_cmd->add_option("--pp", gr.layout.pp, "pipeline stages")->capture_default_str();
+  gresults_cmd->add_option("--set", gr.sets, "another suite key, KEY=VALUE with a TOML value (repeatable)");
+  auto* gverify_cmd = golden_cmd->add_subcommand("verify", "judge results against a kit: exit 0 pass, 1 fail, 2 bad input");
+  pts::GoldenVerifyOptions gv;
+  gverify_cmd->add_option("kit", gv.kit, "golden kit directory")->required();
+  gverify_cmd->add_option("--losses", gv.losses, "CSV step,loss")->required();
+  gverify_cmd->add_option("--params", gv.params, "safetensors: step.<k>.<name> or <name> (after the last step)");
+  gverify_cmd->add_option("--grads", gv.grads, "safetensors: <name>, gradients of step 0");
+  gverify_cmd->add_option("--dtype", gv.dtype, "auto (from the files), float64 (exact rule) or float32 (error ratio)")
+      ->check(CLI::IsMember({"auto", "float64", "float32"}))
+      ->capture_default_str();
+  gverify_cmd->add_option("--format", gv.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  gverify_cmd->add_option("--show", gv.show, "tensors listed in the text table, worst first")->capture_default_str();
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -159,6 +207,18 @@ int main(int argc, char** argv) {
         pts::confirm_timings(c, confirm_dirs, o);
         std::fputs(pts::format_comparison(c, compare_format).c_str(), stdout);
         code = c.exit_code();
+      }
+    } else if (*gexport_cmd) {
+      gx.float32 = !gx_no32;
+      if (rank == 0) pts::golden_export(gx, registry, gx_dir);
+    } else if (*gresults_cmd) {
+      pts::MpiComm world(MPI_COMM_WORLD, "world", false);
+      code = pts::golden_results(gr, registry, world);
+    } else if (*gverify_cmd) {
+      if (rank == 0) {
+        pts::GoldenVerdict v = pts::golden_verify(gv);
+        std::fputs(v.report.c_str(), stdout);
+        code = v.exit_code;
       }
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);

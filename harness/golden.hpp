@@ -1,0 +1,77 @@
+// Golden kits: the single-device oracle's run of one configuration written as a
+// self-describing directory (manifest.json + safetensors) that an implementation outside
+// ptsuite (PyTorch FSDP, a Megatron fork, JAX) is judged against with the suite's own rules.
+// golden/MANIFEST.md is the contract of the kit's layout; harness/checks.hpp owns the rules.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/comm/mpi/mpi_comm.hpp"
+#include "core/mesh.hpp"
+#include "core/optimizer.hpp"
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+inline constexpr int kGoldenVersion = 1;
+inline constexpr int kGoldenMaxSteps = 100000;  // the suite's own limit (harness/suite.hpp Limits)
+
+// One canonical parameter tensor as the kit names it.
+struct GoldenParam {
+  std::string name;            // "layers.0.weight", "blocks.1.attn.qkv.weight", ...
+  std::vector<int64_t> shape;  // [rows, cols] row-major, or [n] for a vector
+  int64_t offset = 0;          // in the canonical flat parameter vector
+  std::string layout;          // how the model uses it ("[in, out]: y = x W + b", ...)
+  double init_std = 0, init_value = 0;  // N(0, std^2) from `stream` when std > 0, else the constant
+  uint64_t stream = 0;
+  int64_t numel() const;
+};
+
+// The canonical tensors of workload `w`, in the flat order of workloads/ (their numel sums
+// to w.num_params()).
+std::vector<GoldenParam> golden_params(const WorkloadSpec& w);
+
+struct GoldenExportOptions {
+  std::string workload;
+  int steps = 4;
+  int64_t global_batch = 32;
+  int every = 1;  // parameters after steps every-1, 2 every-1, ..., and always the last
+  OptimizerConfig optimizer;
+  uint64_t seed = 1234;
+  bool float32 = true;  // also the single-device float32 run
+};
+
+// Trains the oracle on this rank alone (MPI_COMM_SELF) and writes the kit into `dir`, which
+// must not exist or be empty. Throws ConfigError for a bad configuration before writing.
+void golden_export(const GoldenExportOptions& o, const StrategyRegistry& registry, const std::string& dir);
+
+struct GoldenResultsOptions {
+  std::string kit, out, strategy, dtype = "float64";
+  Layout layout;
+  std::vector<std::string> sets;  // more suite keys, "key=value" (TOML value)
+};
+
+// Trains the kit's configuration with `strategy` on the ranks of `world` and writes, on rank
+// 0, OUT/losses.csv and OUT/params.safetensors (every step the kit stores) in the format
+// `golden verify` reads. Collective. Returns 0, or 1 when the strategy failed (its error is
+// printed); throws ConfigError for bad input before anything is written.
+int golden_results(const GoldenResultsOptions& o, const StrategyRegistry& registry, MpiComm& world);
+
+struct GoldenVerifyOptions {
+  std::string kit, losses, params, grads;
+  std::string dtype = "auto";   // auto (from the files' dtype) | float64 | float32
+  std::string format = "text";  // text | json
+  int show = 10;                // tensors listed in the text table (worst first)
+};
+
+struct GoldenVerdict {
+  int exit_code = 0;  // 0 pass, 1 fail
+  std::string report;
+};
+
+// Judges a user's results against the kit. Throws ConfigError naming the file (and tensor)
+// for a kit whose files do not match its manifest and for malformed or mismatched results.
+GoldenVerdict golden_verify(const GoldenVerifyOptions& o);
+
+}  // namespace pts

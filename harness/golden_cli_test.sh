@@ -1,0 +1,131 @@
+# golden export / results / verify as a user runs them: the committed kits are what export
+# writes today (byte for byte); verify passes ptsuite's own strategies (ddp, fsdp, tp, pp on
+# gpt-tiny in float64, ddp in float32) and fails planted bugs naming the first failing step
+# and tensor (exit 1); a kit with a missing or altered file, results with the wrong number of
+# steps, a misnamed tensor or a wrong shape exit 2 with a message naming the file and
+# tensor, and write nothing.
+# Usage (from CTest): bash golden_cli_test.sh PTSUITE_BIN PTSUITE_PLANTED_BIN MPIEXEC REPO_DIR
+set -u
+
+if [ $# -ne 4 ]; then
+  echo "usage: bash golden_cli_test.sh PTSUITE_BIN PTSUITE_PLANTED_BIN MPIEXEC REPO_DIR" >&2
+  exit 2
+fi
+BIN=$(realpath -- "$1") || exit 2
+PLANTED=$(realpath -- "$2") || exit 2
+MPIEXEC=$(command -v -- "$3") || { echo "golden_cli_test: no mpiexec '$3'" >&2; exit 2; }
+REPO=$(realpath -- "$4") || exit 2
+MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS=1)
+export OPENBLAS_NUM_THREADS=1
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptsuite-golden-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+failures=0
+check() {  # check NAME CONDITION...
+  local name=$1
+  shift
+  if "$@"; then
+    echo "PASS  $name"
+  else
+    echo "FAIL  $name"
+    failures=$((failures + 1))
+  fi
+}
+run() {  # run PREFIX CMD...: stdout/stderr into PREFIX.out/.err; sets $rc
+  local prefix=$1
+  shift
+  "$@" >"$prefix.out" 2>"$prefix.err"
+  rc=$?
+}
+says() { grep -qF -- "$2" "$1"; }
+
+GPT=$REPO/results/golden/gpt-tiny
+MLP=$REPO/results/golden/mlp-tiny
+
+# The committed kits are reproducible: export writes them again byte for byte.
+run exp-mlp "$BIN" golden export --workload mlp-tiny kit-mlp
+check "export mlp-tiny exits 0" test "$rc" -eq 0
+check "results/golden/mlp-tiny is what export writes" diff -r kit-mlp "$MLP"
+run exp-gpt "$BIN" golden export --workload gpt-tiny --global-batch 8 --every 4 kit-gpt
+check "export gpt-tiny exits 0" test "$rc" -eq 0
+check "results/golden/gpt-tiny is what export writes" diff -r kit-gpt "$GPT"
+run exp-again "$BIN" golden export --workload mlp-tiny kit-mlp
+check "export into a used directory exits 2" test "$rc" -eq 2
+check "  and says why" says exp-again.err "not an empty directory"
+
+# ptsuite's own strategies pass.
+pass_case() {  # pass_case NAME KIT DTYPE STRATEGY FLAGS...
+  local name=$1 kit=$2 dtype=$3
+  shift 3
+  run "res-$name" "${MPI[@]}" "$BIN" golden results --dtype "$dtype" --strategy "$@" "$kit" "out-$name"
+  check "results $name exits 0" test "$rc" -eq 0
+  run "ver-$name" "$BIN" golden verify "$kit" --losses "out-$name/losses.csv" --params "out-$name/params.safetensors"
+  check "verify $name passes (exit 0)" test "$rc" -eq 0
+  check "  and says PASS" says "ver-$name.out" "summary: PASS"
+}
+pass_case gpt-ddp "$GPT" float64 ddp --dp 2
+pass_case gpt-fsdp "$GPT" float64 fsdp --dp 2
+pass_case gpt-tp "$GPT" float64 tp --tp 2
+pass_case gpt-pp "$GPT" float64 pp-1f1b --pp 2
+pass_case mlp-ddp "$MLP" float64 ddp --dp 2
+pass_case mlp-ddp32 "$MLP" float32 ddp --dp 2
+pass_case gpt-tp32 "$GPT" float32 tp --tp 2
+run ver-grads "$BIN" golden verify "$MLP" --losses out-mlp-ddp/losses.csv --grads "$MLP/grads.safetensors" --format json
+check "verify with the kit's own grads passes, json" test "$rc" -eq 0
+check "  and the json says PASS" says ver-grads.out '"verdict": "PASS"'
+
+# Planted bugs fail, naming the first failing step and tensor.
+fail_case() {  # fail_case NAME KIT STEP STRATEGY FLAGS...
+  local name=$1 kit=$2 step=$3
+  shift 3
+  run "res-$name" "${MPI[@]}" "$PLANTED" golden results --strategy "$@" "$kit" "out-$name"
+  check "results $name (planted) exits 0" test "$rc" -eq 0
+  run "ver-$name" "$BIN" golden verify "$kit" --losses "out-$name/losses.csv" --params "out-$name/params.safetensors"
+  check "verify $name fails (exit 1)" test "$rc" -eq 1
+  check "  naming first failing step $step" says "ver-$name.out" "FAIL: first failing step $step"
+  check "  and the first failing tensor" says "ver-$name.out" "; first failing tensor "
+}
+fail_case ddp-sum "$GPT" 1 ddp-sum --dp 2  # step 0 is right; its doubled update shows from step 1
+fail_case tp-no-row-reduce "$GPT" 0 tp-no-row-reduce --tp 2
+fail_case pp-drop-last "$MLP" 0 pp-1f1b-drop-last --pp 2
+fail_case zero1-shift "$MLP" 0 zero1-shard-shift --dp 2
+fail_case skip-bucket "$GPT" 1 ddp-skip-bucket --dp 2
+fail_case zero2-shift "$GPT" 1 zero2-shard-shift --dp 2
+fail_case vocab-overlap "$GPT" 0 tp-vocab-overlap --tp 2
+
+# Bad input: exit 2, a message naming the file (and tensor), nothing written.
+bad() {  # bad NAME EXPECTED_TEXT CMD...
+  local name=$1 text=$2
+  shift 2
+  run "bad-$name" "$@"
+  check "$name exits 2" test "$rc" -eq 2
+  check "  and says '$text'" says "bad-$name.err" "$text"
+  check "  and prints nothing on stdout" test ! -s "bad-$name.out"
+}
+cp -r "$MLP" kit-missing && rm kit-missing/grads.safetensors
+bad kit-missing-file "kit-missing/grads.safetensors: listed in the manifest but missing" \
+  "$BIN" golden verify kit-missing --losses out-mlp-ddp/losses.csv
+cp -r "$MLP" kit-altered && printf '\x01' | dd of=kit-altered/params.safetensors bs=1 seek=4000 conv=notrunc status=none
+bad kit-altered-file "kit-altered/params.safetensors: sha256 differs" \
+  "$BIN" golden verify kit-altered --losses out-mlp-ddp/losses.csv
+head -n 4 out-mlp-ddp/losses.csv >short.csv
+bad too-few-steps "short.csv: 3 steps, the kit has 4" "$BIN" golden verify "$MLP" --losses short.csv
+sed 's/layers\.1\.weight/layers.1.wEight/' out-mlp-ddp/params.safetensors >misnamed.safetensors
+bad misnamed-tensor "misnamed.safetensors: tensor 'step.0.layers.1.wEight' is not a kit name" \
+  "$BIN" golden verify "$MLP" --losses out-mlp-ddp/losses.csv --params misnamed.safetensors
+sed 's/"shape":\[32,64\]/"shape":[64,32]/' out-mlp-ddp/params.safetensors >shape.safetensors
+bad shape-mismatch "shape.safetensors: tensor 'step.0.layers.0.weight' has shape [64, 32], the kit's layers.0.weight is [32, 64]" \
+  "$BIN" golden verify "$MLP" --losses out-mlp-ddp/losses.csv --params shape.safetensors
+head -c 100 out-mlp-ddp/params.safetensors >truncated.safetensors
+bad truncated-results "truncated.safetensors: header length" \
+  "$BIN" golden verify "$MLP" --losses out-mlp-ddp/losses.csv --params truncated.safetensors
+bad results-bad-kit "kit-altered/params.safetensors: sha256 differs" \
+  "${MPI[@]}" "$BIN" golden results --strategy ddp --dp 2 kit-altered out-never
+check "  and results wrote nothing" test ! -e out-never
+bad results-bad-layout "dp" "${MPI[@]}" "$BIN" golden results --strategy ddp --dp 3 "$MLP" out-never
+check "  and results wrote nothing" test ! -e out-never
+
+echo "golden_cli_test: $failures failure(s)"
+[ "$failures" -eq 0 ]
