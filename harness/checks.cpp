@@ -17,7 +17,6 @@ const char* to_string(Verdict v) {
   return "?";
 }
 
-namespace {
 double l2(const std::vector<double>& a) {
   double s = 0;
   for (double x : a) s += x * x;
@@ -28,6 +27,8 @@ double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {
   for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
   return std::sqrt(s);
 }
+
+namespace {
 std::string sci(double v) {
   std::ostringstream o;
   o.precision(3);

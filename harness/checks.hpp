@@ -35,6 +35,9 @@ inline constexpr double kExactRelTol = 1e-12;
 inline constexpr double kPrecisionRatio = 4.0;
 inline constexpr double kPrecisionFloorRel = 1e-7;
 
+// ||a||_2 and ||a - b||_2 (a and b of one size).
+double l2(const std::vector<double>& a);
+double l2_diff(const std::vector<double>& a, const std::vector<double>& b);
 // ||a - b||_2 / ||b||_2 (0 when both are zero).
 double rel_l2_error(const std::vector<double>& a, const std::vector<double>& b);
 

@@ -147,17 +147,6 @@ struct Row {
   bool pass = true;
 };
 
-double l2(const std::vector<double>& a) {
-  double s = 0;
-  for (double x : a) s += x * x;
-  return std::sqrt(s);
-}
-double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
-  return std::sqrt(s);
-}
-
 // The rule of the mode on one pair of vectors (or scalars as vectors of one).
 struct Rule {
   bool precision = false;
