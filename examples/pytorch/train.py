@@ -113,6 +113,33 @@ def free_port():
         return s.getsockname()[1]
 
 
+def run(kit_dir, out, variant="single", dtype="float64", init="kit", bug="none", world=2):
+    """Trains one variant into `out` (losses.csv, params.safetensors, grads.safetensors,
+    report.json, report.txt) and returns ptsuite_golden's Report."""
+    if (bug == "ddp-sum" and variant != "ddp") or (bug == "tp-offset" and variant != "tp2"):
+        raise ValueError(f"bug {bug} belongs to variant {'ddp' if bug == 'ddp-sum' else 'tp2'}")
+    a = argparse.Namespace(variant=variant, dtype=dtype, init=init, bug=bug)
+    t0 = time.time()
+    pg.load_kit(kit_dir)  # a bad kit fails here, before any process starts
+    if variant == "ddp":
+        mp.spawn(_ddp_worker, args=(world, free_port(), kit_dir, a, out), nprocs=world, join=True)
+    else:
+        write_results(out, *train(kit_dir, a))
+    seconds = time.time() - t0
+    # The worked example of ptsuite_golden.verify: the files golden verify reads in, a report out.
+    report = pg.verify(kit_dir, losses=os.path.join(out, "losses.csv"),
+                       params=os.path.join(out, "params.safetensors"),
+                       grads=os.path.join(out, "grads.safetensors"))
+    report.seconds = seconds
+    d = report.to_dict()
+    d.update(seconds=seconds, max_loss_value=report.max_loss_value, variant=variant, dtype=dtype, init=init, bug=bug)
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(d, f, indent=1)
+    with open(os.path.join(out, "report.txt"), "w") as f:
+        f.write(report.text(show=5))
+    return report
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kit")
@@ -124,30 +151,11 @@ def main():
     ap.add_argument("--bug", default="none", choices=["none", "ddp-sum", "tp-offset"])
     ap.add_argument("--world", type=int, default=2, help="DDP processes")
     a = ap.parse_args()
-    if (a.bug == "ddp-sum" and a.variant != "ddp") or (a.bug == "tp-offset" and a.variant != "tp2"):
-        ap.error(f"--bug {a.bug} belongs to --variant {'ddp' if a.bug == 'ddp-sum' else 'tp2'}")
-    t0 = time.time()
     try:
-        pg.load_kit(a.kit)
-    except pg.KitError as e:
+        report = run(a.kit, a.out, a.variant, a.dtype, a.init, a.bug, a.world)
+    except (pg.KitError, pg.ResultsError, ValueError) as e:
         print(f"train.py: {e}", file=sys.stderr)
         return 2
-    if a.variant == "ddp":
-        mp.spawn(_ddp_worker, args=(a.world, free_port(), a.kit, a, a.out), nprocs=a.world, join=True)
-    else:
-        write_results(a.out, *train(a.kit, a))
-    seconds = time.time() - t0
-    # The worked example of ptsuite_golden.verify: files in, report out.
-    report = pg.verify(a.kit, losses=os.path.join(a.out, "losses.csv"),
-                       params=os.path.join(a.out, "params.safetensors"),
-                       grads=os.path.join(a.out, "grads.safetensors"))
-    d = report.to_dict()
-    d["seconds"] = seconds
-    d["max_loss_value"] = report.max_loss_value
-    with open(os.path.join(a.out, "report.json"), "w") as f:
-        json.dump(d, f, indent=1)
-    with open(os.path.join(a.out, "report.txt"), "w") as f:
-        f.write(report.text(show=5))
     print(report.text(show=5), end="")
     return report.exit_code
 

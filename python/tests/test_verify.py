@@ -125,10 +125,10 @@ def _cases(kit):
 
 @pytest.mark.skipif(not ptsuite_bin(), reason="PTSUITE_BIN not set")
 def test_same_verdict_as_cli(kits, tmp_path):
-    for d in kits:
+    for n, d in enumerate(kits):
         kit = pg.load_kit(d)
         for label, losses, params, grads in _cases(kit):
-            out = tmp_path / f"{d.name}-{label}"
+            out = tmp_path / f"{n}-{d.name}-{label}"
             out.mkdir()
             pg.write_losses_csv(out / "losses.csv", losses)
             cmd = [ptsuite_bin(), "golden", "verify", str(d), "--losses", str(out / "losses.csv"), "--format", "json"]
