@@ -9,6 +9,8 @@ Exit status: 0 the kit's rule passes, 1 it fails (the report names the first fai
 and tensor), 2 bad input.
 """
 import argparse
+import datetime
+import gc
 import json
 import os
 import socket
@@ -53,7 +55,9 @@ def train(kit_dir, a, rank=0, world=1, port=None):
     kit = pg.load_kit(kit_dir)
     dtype = DTYPES[a.dtype]
     if world > 1:
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+        # A collective that waits over a minute (a peer died) raises instead of hanging.
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=60))
     model = make_model(kit.architecture, "tp2" if a.variant == "tp2" else "plain", offset_bug=a.bug == "tp-offset")
     model = model.to(dtype)
     init = kit.init_params() if a.init == "kit" else pg.init_params(kit)
@@ -90,6 +94,11 @@ def train(kit_dir, a, rank=0, world=1, port=None):
         if step in kit.saved_steps:
             params.update({f"step.{step}.{n}": v for n, v in model.canonical(kit).items()})
     if world > 1:
+        # The DDP reducer (and a Python comm hook's futures) go before the process group:
+        # torch 1.13 can spin at exit in a rank whose reducer outlives it.
+        del net, opt
+        gc.collect()
+        dist.barrier()
         dist.destroy_process_group()
     return losses, params, grads
 
@@ -98,6 +107,21 @@ def _ddp_worker(rank, world, port, kit_dir, a, out):
     losses, params, grads = train(kit_dir, a, rank, world, port)
     if rank == 0:
         write_results(out, losses, params, grads)
+
+
+def spawn_ddp(kit_dir, a, out, world, deadline_s=180):
+    """mp.spawn with a deadline: the ranks are terminated and TimeoutError raised when they
+    have not all finished within deadline_s (a hung rendezvous must not hang CI)."""
+    ctx = mp.start_processes(_ddp_worker, args=(world, free_port(), kit_dir, a, out), nprocs=world, join=False,
+                             start_method="spawn")
+    t0 = time.time()
+    while not ctx.join(timeout=2):
+        if time.time() - t0 > deadline_s:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            raise TimeoutError(f"DDP ranks still running after {deadline_s} s; terminated "
+                               f"(exit codes {[p.exitcode for p in ctx.processes]})")
 
 
 def write_results(out, losses, params, grads):
@@ -122,7 +146,7 @@ def run(kit_dir, out, variant="single", dtype="float64", init="kit", bug="none",
     t0 = time.time()
     pg.load_kit(kit_dir)  # a bad kit fails here, before any process starts
     if variant == "ddp":
-        mp.spawn(_ddp_worker, args=(world, free_port(), kit_dir, a, out), nprocs=world, join=True)
+        spawn_ddp(kit_dir, a, out, world)
     else:
         write_results(out, *train(kit_dir, a))
     seconds = time.time() - t0

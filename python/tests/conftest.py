@@ -5,9 +5,15 @@ import os
 import pathlib
 import subprocess
 
+import sys
+
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+try:
+    import ptsuite_golden  # noqa: F401  (the installed package, as a user has it)
+except ImportError:  # a checkout without `pip install ./python`: the source next to the tests
+    sys.path.insert(0, str(REPO / "python"))
 
 
 def ptsuite_bin():
