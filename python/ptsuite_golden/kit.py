@@ -8,6 +8,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 FORMAT, VERSION = "ptsuite-golden", 1
+MAX_STEPS = 100000  # kGoldenMaxSteps (harness/golden.hpp), the suite's own limit
 REQUIRED_FILES = ("params_init.safetensors", "grads.safetensors", "params.safetensors",
                   "losses.safetensors", "batches.safetensors")
 
@@ -62,11 +63,11 @@ class Kit:
     def __init__(self, path):
         self.dir = os.fspath(path)
         mpath = os.path.join(self.dir, "manifest.json")
+        if not os.path.isfile(mpath):  # also refuses a FIFO, which open() would wait on
+            raise KitError(f"{mpath}: missing or not a regular file; a golden kit is a directory made by golden export")
         try:
             with open(mpath, "rb") as f:
                 self.manifest = json.load(f)
-        except FileNotFoundError:
-            raise KitError(f"{mpath}: missing; a golden kit is a directory made by golden export") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise KitError(f"{mpath}: malformed manifest: {e}") from None
         try:
@@ -85,8 +86,10 @@ class Kit:
         self.workload = m["workload"]["name"]
         self.steps, self.every = int(t["steps"]), int(t["every"])
         self.global_batch, self.seed = int(t["global_batch"]), int(t["seed"])
+        if not 1 <= self.steps <= MAX_STEPS or self.every < 1:
+            raise KitError(f"{mpath}: training.steps must be 1..{MAX_STEPS} and every at least 1")
         self.saved_steps = [int(k) for k in t["saved_steps"]]
-        if self.steps < 1 or self.every < 1 or self.saved_steps != saved_steps(self.steps, self.every):
+        if self.saved_steps != saved_steps(self.steps, self.every):
             raise KitError(f"{mpath}: training.steps, every and saved_steps disagree")
         self.optimizer = dict(t["optimizer"])
         self.architecture = m["architecture"]

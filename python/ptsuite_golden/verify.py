@@ -151,6 +151,8 @@ class Report:
 
 def read_losses_csv(path, steps):
     """`step,loss` CSV with one row per step 0..steps-1 in order (golden verify's --losses)."""
+    if not os.path.isfile(path):  # a FIFO or a directory is refused, not waited on
+        raise ResultsError(f"{path}: not found or not a regular file (losses)")
     out = []
     with open(path, newline="") as f:
         for n, line in enumerate(f, 1):
@@ -172,6 +174,8 @@ def read_losses_csv(path, steps):
                 loss = float(loss_text)
             except ValueError:
                 raise ResultsError(f"{path}:{n}: loss '{loss_text}' is not a number") from None
+            if len(out) == steps:
+                raise ResultsError(f"{path}:{n}: more than the kit's {steps} steps")
             if step != len(out):
                 raise ResultsError(f"{path}:{n}: step {step_text} where step {len(out)} comes next "
                                    "(rows are steps 0, 1, ... in order)")

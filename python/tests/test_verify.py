@@ -4,6 +4,7 @@ and tensor), bad input (raises), and, with PTSUITE_BIN, against `ptsuite golden 
 values to 1e-9 relative (the norms' summation order may differ in the last bits)."""
 import json
 import math
+import os
 import subprocess
 
 import numpy as np
@@ -91,6 +92,13 @@ def test_bad_input_raises(kits, tmp_path):
     csv.write_text("step,loss\n0,1\n2,1\n")
     with pytest.raises(pg.ResultsError, match="where step 1 comes next"):
         pg.verify(kit, losses=str(csv))
+    csv.write_text("step,loss\n" + "".join(f"{k},1\n" for k in range(kit.steps + 1)))
+    with pytest.raises(pg.ResultsError, match="more than the kit's"):
+        pg.verify(kit, losses=str(csv))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(pg.ResultsError, match="not a regular file"):
+        pg.verify(kit, losses=str(fifo))
 
 
 def test_files_equal_in_memory(kits, tmp_path):
