@@ -108,6 +108,7 @@ def main():
         whole = max((r.value for r in report.whole), default=float("nan"))
         rows.append({"case": name, "verdict": "PASS" if report.passed else "FAIL",
                      "rule": report.rule.name, "max_loss": report.max_loss_value, "max_whole": whole,
+                     "loss_per_step": [r.value for r in report.losses],
                      "first_failure": None if report.passed else report.summary,
                      "seconds": round(report.seconds, 2), "as_expected": not why})
         print(f"{'ok ' if not why else 'BAD'} {name:<40} {rows[-1]['verdict']} max loss {report.rule.name} "

@@ -164,3 +164,19 @@ def test_same_verdict_as_cli(kits, tmp_path):
                                 sorted(want[section], key=lambda r: (r.get("file", ""), r.get("name", ""), r["step"]))):
                     assert a["verdict"] == b["verdict"], (where, section, a, b)
                     assert a[key] == pytest.approx(b[key], rel=1e-9, abs=1e-300), (where, section, a, b)
+
+
+def test_command_line_exit_codes(kits, tmp_path, capsys):
+    from ptsuite_golden.__main__ import main
+    kit = pg.load_kit(kits[0])
+    losses, params, grads = golden_results(kit)
+    pg.write_losses_csv(tmp_path / "ok.csv", losses)
+    save_file({n: np.ascontiguousarray(v) for n, v in grads.items()}, str(tmp_path / "g.safetensors"))
+    assert main(["verify", str(kits[0]), "--losses", str(tmp_path / "ok.csv"), "--grads", str(tmp_path / "g.safetensors")]) == 0
+    pg.write_losses_csv(tmp_path / "bad.csv", losses * 1.01)
+    capsys.readouterr()
+    assert main(["verify", str(kits[0]), "--losses", str(tmp_path / "bad.csv"), "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "FAIL" and out["first_failing_step"] == 0
+    assert main(["verify", str(tmp_path), "--losses", str(tmp_path / "ok.csv")]) == 2
+    assert main(["regen", str(kits[0])]) == 0
