@@ -34,7 +34,9 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   $SYS_PY -m venv --system-site-packages "$VENV"
 fi
 PY=$VENV/bin/python
-"$PY" -c "import safetensors, pytest" 2>/dev/null || "$PY" -m pip install -q safetensors pytest
+# wheel: setuptools < 70 needs it to build ./python without build isolation (Debian's comes
+# with python3-pip, which a fresh machine may lack).
+"$PY" -c "import safetensors, pytest, wheel" 2>/dev/null || "$PY" -m pip install -q safetensors pytest wheel
 # The package as a user installs it, from this checkout (no build isolation: no download of
 # setuptools on every run); reinstalled every time so the tests see the current source.
 "$PY" -m pip install -q --no-deps --no-build-isolation --force-reinstall ./python >/dev/null
