@@ -7,6 +7,7 @@
 #include "harness/checks.hpp"
 #include "harness/run_state.hpp"
 #include "harness/stats.hpp"
+#include "harness/timing_probe.hpp"
 
 namespace pts {
 namespace {
@@ -88,6 +89,9 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
   });
   out.failed = any_rank(side, !out.error.empty());
+  // The machine's speed beside each step's time (suite key timing_probe; compare tests the ratio).
+  std::unique_ptr<TimingProbe<T>> probe;
+  if (c.timing_probe && !out.failed && strategy->lockstep()) probe = std::make_unique<TimingProbe<T>>(*backend);
   if (!out.failed && !strategy->lockstep()) train_async(*strategy, c, side, stats, on_step, out);
   for (int step = 0; step < c.steps && !out.failed && strategy->lockstep(); ++step) {
     guard([&] { strategy->load_batch(step); });
@@ -107,6 +111,7 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     if (out.interrupted && !out.failed) break;  // abandoned: the case runs again on --resume
     out.losses.push_back(loss);
     out.step_times.push_back(slowest[0]);
+    if (probe && !out.failed) out.probe_times.push_back(probe->run(side));
     out.comm_wait.push_back(stats.total_wait_s() - wait0);
     if (strategy) {
       out.stats = strategy->step_stats();

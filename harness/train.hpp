@@ -17,6 +17,7 @@ namespace pts {
 struct TrainResult {
   std::vector<double> losses, step_times, comm_wait;  // comm_wait: this rank, per step
   std::vector<double> busy;                           // this rank's compute seconds, per step
+  std::vector<double> probe_times;  // the timing probe's seconds after each step, slowest rank (empty: off)
   StepStats stats;                                    // this rank's last step
   std::vector<double> params;
   std::string error;    // this rank's exception message
