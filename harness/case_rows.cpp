@@ -255,7 +255,11 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])},
            {"step_time_s", num(r.step_times[s])}, {"wall_s", num(wall[s])}};
     if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
-    if (s < r.probe_times.size()) sr["probe_time_s"] = num(r.probe_times[s]);
+    if (s < r.probed.size()) {
+      sr["cpu_wait_s"] = num(r.probed[s].cpu_wait_s);
+      sr["probe_time_s"] = num(r.probed[s].probe_time_s);
+      sr["probe_cpu_wait_s"] = num(r.probed[s].probe_cpu_wait_s);
+    }
     t.steps.add(sr);
   }
   if (c.target_loss && !r.failed)  // a step that threw has no loss to compare

@@ -257,12 +257,16 @@ class Comparer {
   }
 
   // The case's timed samples (steps after warm-up): each step's step_time_s, or with `ratio`
-  // step_time_s / probe_time_s (the timing probe run right after the step: the same fixed work
-  // every run, so the ratio is the step's time in units of the machine's speed at that moment).
+  // the step's time over the timing probe's right after it, each less the time a rank spent
+  // waiting for a CPU (cpu_wait_s, probe_cpu_wait_s; taken as 0 where a run lacks them): the
+  // probe is the same fixed work in every run, so the ratio is the step in units of what the
+  // machine gave the case at that moment, and the waits take out what other processes took.
   static std::vector<double> timed_samples(const Table& t, const std::string& name, int warmup, bool ratio) {
     std::vector<double> v;
     const int c = t.col("case"), s = t.col("step"), x = t.col("step_time_s"), p = t.col("probe_time_s");
+    const int xw = t.col("cpu_wait_s"), pw = t.col("probe_cpu_wait_s");
     if (!t.present || c < 0 || s < 0 || x < 0 || (ratio && p < 0)) return v;
+    auto wait = [](const std::vector<std::string>& row, int col) { return col < 0 ? 0.0 : number(row[col]).value_or(0); };
     for (const auto& row : t.rows) {
       if (row[c] != name) continue;
       auto step = number(row[s]), time = number(row[x]);
@@ -273,7 +277,8 @@ class Comparer {
       }
       auto probe = number(row[p]);
       if (!probe || *probe <= 0) return {};  // a step without a probe: no ratios for this case
-      v.push_back(*time / *probe);
+      const double busy = *time - wait(row, xw), probe_busy = *probe - wait(row, pw);
+      if (busy > 0 && probe_busy > 0) v.push_back(busy / probe_busy);
     }
     return v;
   }
@@ -323,7 +328,7 @@ class Comparer {
     const double p_slower = mann_whitney_greater(x, y), p_faster = mann_whitney_greater(y, x);
     std::ostringstream d;
     d.precision(3);
-    d << (ratio ? "step_time_s / probe_time_s, " : "") << "medians of " << x.size() << " and " << y.size()
+    d << (ratio ? "(step_time_s - cpu_wait_s) / (probe_time_s - probe_cpu_wait_s), " : "") << "medians of " << x.size() << " and " << y.size()
       << " timed steps; band " << 100 * band << " %"
       << (o_.timing_band ? " (given)"
           : between > within ? " (spread of the " + std::to_string(runs) + " baseline runs' medians)"

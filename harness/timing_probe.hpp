@@ -23,6 +23,11 @@ struct TimingProbeShape {
   static constexpr int kRounds = 4;
 };
 
+// Seconds this thread has spent runnable but waiting for a CPU since it started (Linux
+// /proc/thread-self/schedstat, run_delay); 0 where the kernel does not say. On a shared
+// machine a step is stretched by this wait: other processes held the cores.
+double cpu_wait_s();
+
 template <class T>
 class TimingProbe {
  public:
@@ -34,8 +39,12 @@ class TimingProbe {
   TimingProbe& operator=(const TimingProbe&) = delete;
 
   // Collective over `side`: the ranks start together (a barrier), each runs the work and
-  // times it; returns the slowest rank's seconds (as a step's time is the slowest rank's).
-  double run(MpiComm& side);
+  // times it; returns the slowest rank's seconds (as a step's time is the slowest rank's) and
+  // the most seconds a rank spent waiting for a CPU meanwhile.
+  struct Timing {
+    double time_s = 0, cpu_wait_s = 0;
+  };
+  Timing run(MpiComm& side);
 
  private:
   Backend<T>& backend_;
