@@ -28,9 +28,10 @@ for i in $(seq 1 "$reruns"); do
   "${MPIRUN[@]}" -q -np "$ranks" --mca mpi_yield_when_idle 1 build/ptsuite run suite/nightly.toml --out "$tmp/$i" \
     --progress none --quiet
   mkdir -p "$dest/reruns/$i"
-  # Only what the band needs: the step times.
+  # Only what the band needs: the step times, and the timing probe's and CPU waits beside them.
   python3 -c 'import sys, pandas as pd
-pd.read_csv(sys.argv[1])[["case", "step", "step_time_s"]].to_csv(sys.argv[2], index=False)' \
+s = pd.read_csv(sys.argv[1])
+s[[c for c in ("case", "step", "step_time_s", "cpu_wait_s", "probe_time_s", "probe_cpu_wait_s") if c in s]].to_csv(sys.argv[2], index=False)' \
     "$tmp/$i/steps.csv" "$dest/reruns/$i/steps.csv"
 done
 rm -rf "$tmp"

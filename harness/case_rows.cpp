@@ -69,7 +69,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
           {"ranks", num(int64_t(c.layout.num_ranks()))},
           {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
           {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
-          {"global_batch", num(c.global_batch)}, {"data", c.data}};
+          {"global_batch", num(c.global_batch)}, {"data", c.data}, {"timing_probe", c.timing_probe ? "1" : "0"}};
   // The strategy's declared options, each in its own column.
   for (const OptionSpec& o : info.options)
     if (o.column) row[o.key] = option_text(o.value(c));
@@ -262,6 +262,11 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     Row sr{{"case", c.name}, {"step", num(int64_t(s))}, {"loss", num(r.losses[s])},
            {"step_time_s", num(r.step_times[s])}, {"wall_s", num(wall[s])}};
     if (oracle && s < oracle->losses.size()) sr["oracle_loss"] = num(oracle->losses[s]);
+    if (s < r.probed.size()) {
+      sr["cpu_wait_s"] = num(r.probed[s].cpu_wait_s);
+      sr["probe_time_s"] = num(r.probed[s].probe_time_s);
+      sr["probe_cpu_wait_s"] = num(r.probed[s].probe_cpu_wait_s);
+    }
     t.steps.add(sr);
   }
   if (c.target_loss && !r.failed)  // a step that threw has no loss to compare

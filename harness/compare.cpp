@@ -256,24 +256,48 @@ class Comparer {
     }
   }
 
-  static std::vector<double> timed_steps(const Table& t, const std::string& name, int warmup) {
+  // The case's timed samples (steps after warm-up): each step's step_time_s, or with `ratio`
+  // the step's time over the timing probe's right after it, each less the time a rank spent
+  // waiting for a CPU (cpu_wait_s, probe_cpu_wait_s; taken as 0 where a run lacks them): the
+  // probe is the same fixed work in every run, so the ratio is the step in units of what the
+  // machine gave the case at that moment, and the waits take out what other processes took.
+  static std::vector<double> timed_samples(const Table& t, const std::string& name, int warmup, bool ratio) {
     std::vector<double> v;
-    const int c = t.col("case"), s = t.col("step"), x = t.col("step_time_s");
-    if (!t.present || c < 0 || s < 0 || x < 0) return v;
+    const int c = t.col("case"), s = t.col("step"), x = t.col("step_time_s"), p = t.col("probe_time_s");
+    const int xw = t.col("cpu_wait_s"), pw = t.col("probe_cpu_wait_s");
+    if (!t.present || c < 0 || s < 0 || x < 0 || (ratio && p < 0)) return v;
+    auto wait = [](const std::vector<std::string>& row, int col) { return col < 0 ? 0.0 : number(row[col]).value_or(0); };
     for (const auto& row : t.rows) {
       if (row[c] != name) continue;
       auto step = number(row[s]), time = number(row[x]);
-      if (step && time && *step >= warmup) v.push_back(*time);
+      if (!step || !time || *step < warmup) continue;
+      if (!ratio) {
+        v.push_back(*time);
+        continue;
+      }
+      auto probe = number(row[p]);
+      if (!probe || *probe <= 0) return {};  // a step without a probe: no ratios for this case
+      const double busy = *time - wait(row, xw), probe_busy = *probe - wait(row, pw);
+      if (busy > 0 && probe_busy > 0) v.push_back(busy / probe_busy);
     }
     return v;
+  }
+
+  // Whether every timed step of the case in `t` has a probe time.
+  static bool probed(const Table& t, const std::string& name, int warmup) {
+    return !timed_samples(t, name, warmup, true).empty();
   }
 
   void test_timing(const std::string& name, const std::vector<std::string>& brow) {
     const Table& bt = b_.tables.at("cases.csv");
     const int w = bt.col("warmup_steps");
     const int warmup = w >= 0 ? static_cast<int>(number(brow[w]).value_or(0)) : 0;
-    const std::vector<double> x = timed_steps(b_.tables.at("steps.csv"), name, warmup),
-                              y = timed_steps(c_.tables.at("steps.csv"), name, warmup);
+    const Table& bs = b_.tables.at("steps.csv");
+    const Table& cs = c_.tables.at("steps.csv");
+    // With the probe in both runs the ratio is tested: what a shared machine's load does to
+    // the step it does to the probe beside it, and the ratio keeps what the binary does.
+    const bool ratio = probed(bs, name, warmup) && probed(cs, name, warmup);
+    const std::vector<double> x = timed_samples(bs, name, warmup, ratio), y = timed_samples(cs, name, warmup, ratio);
     // With fewer than 5 samples a side even a complete separation has p > 0.01.
     if (x.size() < 5 || y.size() < 5) {
       add(Finding::Kind::note, name, "steps.csv", "step_time_s", "", "", "",
@@ -285,33 +309,36 @@ class Comparer {
     const double mx = median_of(x), my = median_of(y);
     std::vector<double> dev;
     for (double v : x) dev.push_back(std::fabs(v - mx));
-    // The baseline's own spread: within its run, the robust standard deviation of one step;
+    // The baseline's own spread: within its run, the robust standard deviation of one sample;
     // with reruns of the baseline's build (reruns/<n>/), also how far apart the runs' medians
-    // lie (max / min - 1), which is what a shared machine moves between runs.
+    // lie (max / min - 1), which is what a rerun of the same binary moves on this machine.
     const double within = 1.4826 * median_of(dev) / mx;
     double lo = mx, hi = mx;
+    int runs = 1;
     for (const Table& t : b_.rerun_steps) {
-      const std::vector<double> r = timed_steps(t, name, warmup);
-      if (r.empty()) continue;
+      const std::vector<double> r = timed_samples(t, name, warmup, ratio);
+      if (r.empty()) continue;  // a rerun without the probe says nothing of the ratio's spread
+      ++runs;
       lo = std::min(lo, median_of(r));
       hi = std::max(hi, median_of(r));
     }
     const double between = hi / lo - 1;
     const double band = o_.timing_band ? *o_.timing_band : std::max(within, between);
-    const double ratio = my / mx;
+    const double change = my / mx;
     const double p_slower = mann_whitney_greater(x, y), p_faster = mann_whitney_greater(y, x);
     std::ostringstream d;
     d.precision(3);
-    d << "medians of " << x.size() << " and " << y.size() << " timed steps; band " << 100 * band << " %"
+    d << (ratio ? "(step_time_s - cpu_wait_s) / (probe_time_s - probe_cpu_wait_s), " : "") << "medians of " << x.size() << " and " << y.size()
+      << " timed steps; band " << 100 * band << " %"
       << (o_.timing_band ? " (given)"
-          : between > within ? " (spread of the " + std::to_string(b_.rerun_steps.size() + 1) + " baseline runs' medians)"
+          : between > within ? " (spread of the " + std::to_string(runs) + " baseline runs' medians)"
                              : " (baseline's step spread)")
       << ", one-sided Mann-Whitney p = ";
     Finding::Kind kind;
-    if (ratio > 1 + band && p_slower < o_.alpha) {
+    if (change > 1 + band && p_slower < o_.alpha) {
       kind = Finding::Kind::regression;
       d << p_slower;
-    } else if (ratio < 1 - band && p_faster < o_.alpha) {
+    } else if (change < 1 - band && p_faster < o_.alpha) {
       kind = Finding::Kind::improvement;
       d << p_faster;
     } else {

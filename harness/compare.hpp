@@ -11,7 +11,10 @@ namespace pts {
 
 // Timing: the timed steps' step_time_s (steps.csv, after warm-up) of the two runs are
 // compared with a one-sided Mann-Whitney U test at `alpha`; a change is reported only when
-// it is significant AND the ratio of the medians moves by more than the band. The band is
+// it is significant AND the ratio of the medians moves by more than the band. When both runs
+// ran the timing probe (suite key timing_probe), the samples are each step's time over the
+// probe's after it, each less its CPU wait, (step_time_s - cpu_wait_s) / (probe_time_s -
+// probe_cpu_wait_s): a timing compared with another of the same run. The band is
 // `timing_band` when set (a fraction, 0.1 = 10 %), else the baseline's own spread: the
 // larger of the robust relative standard deviation of one step, 1.4826 MAD / median, and,
 // when BASELINE holds reruns of its build (reruns/<n>/steps.csv, ci/promote_baseline.sh

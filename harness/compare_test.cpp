@@ -17,9 +17,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // A run of two cases with `timed` timed steps each (2 warm-up); step times drawn around
-// `ms` with 3 % jitter from `seed`, times `slow` for the case "a".
+// `ms` with 3 % jitter from `seed`, times `slow` for the case "a", times `machine` for both
+// (a busy machine). With `probe`, steps.csv has probe_time_s: 4 ms times `machine`, 3 %
+// jitter of its own; both stretched by `stolen` of their time waiting for a CPU (cpu_wait_s,
+// probe_cpu_wait_s).
 struct FakeRun {
-  double ms = 10, slow = 1, loss_b = 2.5;
+  double ms = 10, slow = 1, loss_b = 2.5, machine = 1, stolen = 0;  // stolen: CPU wait / busy time
+  bool probe = false;
   int timed = 30, seed = 1;
   std::string payload_a = "1024", git = "abc", compiler = "12.2.0", reference_b = "oracle";
   bool with_case_b = true;
@@ -31,15 +35,20 @@ struct FakeRun {
         << "a,ddp,float64,oracle,2,0.01," << payload_a << ",PASS,\"x, y\"\n"
         << (with_case_b ? "b,fsdp,float32," + reference_b + ",2,0.01,2048,PASS,\n" : "");
     std::ofstream steps(dir / "steps.csv");
-    steps << "case,step,loss,oracle_loss,step_time_s,wall_s\n";
+    steps << "case,step,loss,oracle_loss,step_time_s," << (probe ? "cpu_wait_s,probe_time_s,probe_cpu_wait_s," : "")
+          << "wall_s\n";
     std::mt19937 gen(seed);
     std::normal_distribution<double> jitter(1.0, 0.03);
     for (const char* c : {"a", "b"}) {
       if (std::string(c) == "b" && !with_case_b) continue;
       for (int s = 0; s < timed + 2; ++s) {
-        const double t = ms * 1e-3 * jitter(gen) * (std::string(c) == "a" ? slow : 1);
+        const double t = ms * 1e-3 * machine * jitter(gen) * (std::string(c) == "a" ? slow : 1);
         steps << c << "," << s << "," << fmt_double(std::string(c) == "b" ? loss_b : 2.0 - s * 0.01) << ",,"
-              << fmt_double(t) << ",\n";
+              << fmt_double(t * (1 + stolen)) << ",";
+        const double p = 4e-3 * machine * jitter(gen);
+        if (probe)
+          steps << fmt_double(t * stolen) << "," << fmt_double(p * (1 + stolen)) << "," << fmt_double(p * stolen) << ",";
+        steps << "\n";
       }
     }
     std::ofstream(dir / "memory.csv") << "case,rank,category,peak_bytes,expected_bytes\n"
@@ -140,6 +149,60 @@ TEST_F(CompareTest, ATimingChangeStandsOnlyIfEveryRerunShowsIt) {
   confirm_timings(c, {again.write(root_ / "again").string()}, {});
   EXPECT_EQ(c.exit_code(), 1) << format_comparison(c, "text");
   EXPECT_EQ(count(c, Finding::Kind::regression), 1);
+}
+
+// With the timing probe in both runs the ratio step / probe is tested: a machine 50 % slower
+// in the current run (steps and probes alike) is no regression, a 10 % slower step on it is.
+TEST_F(CompareTest, WithTheProbeABusyMachineCancelsAndASlowerStepStandsOut) {
+  FakeRun a, b;
+  b.seed = 2, b.machine = 1.5;
+  ASSERT_EQ(run(a, b).exit_code(), 1);  // without the probe: both cases flagged
+  a.probe = b.probe = true;
+  Comparison busy = run(a, b);
+  EXPECT_EQ(busy.exit_code(), 0) << format_comparison(busy, "text");
+  EXPECT_EQ(busy.timings_tested, 2);
+  b.slow = 1.10;
+  Comparison slower = run(a, b);
+  ASSERT_EQ(count(slower, Finding::Kind::regression), 1) << format_comparison(slower, "text");
+  const Finding& f = slower.findings[0];
+  EXPECT_EQ(f.case_name, "a");
+  EXPECT_EQ(f.column, "step_time_s");
+  EXPECT_NEAR(f.ratio, 1.10, 0.03);  // of the medians of step / probe: the machine's 1.5 cancels
+  EXPECT_NE(f.detail.find("(step_time_s - cpu_wait_s) / (probe_time_s - probe_cpu_wait_s)"), std::string::npos)
+      << f.detail;
+  // Other processes holding the cores stretch steps and probe by their CPU wait, which the
+  // test takes out: a current run that waited 80 % of its busy time is still 10 % slower.
+  b.stolen = 0.8;
+  Comparison waited = run(a, b);
+  ASSERT_EQ(count(waited, Finding::Kind::regression), 1) << format_comparison(waited, "text");
+  EXPECT_NEAR(waited.findings[0].ratio, 1.10, 0.03);
+  b.slow = 1;
+  EXPECT_EQ(run(a, b).exit_code(), 0);
+  b.slow = 1.10;
+  // One run without the probe: raw step times, and the busy machine shows again.
+  a.probe = false;
+  EXPECT_EQ(count(run(a, b), Finding::Kind::regression), 2);
+}
+
+// With the probe, the reruns' band is the spread of their medians of step / probe: a rerun
+// on a busier machine does not widen it, a rerun whose ratio moved by 20 % does.
+TEST_F(CompareTest, WithTheProbeTheBandIsTheSpreadOfTheRerunsRatios) {
+  FakeRun a, b, rerun;
+  a.probe = b.probe = rerun.probe = true;
+  b.seed = 2, b.slow = 1.15;
+  rerun.seed = 3, rerun.machine = 1.4;  // busier: the ratio stays
+  rerun.write(root_ / "rerun");
+  a.write(root_ / "base");
+  fs::create_directories(root_ / "base" / "reruns" / "1");
+  fs::copy_file(root_ / "rerun" / "steps.csv", root_ / "base" / "reruns" / "1" / "steps.csv");
+  Comparison c = compare_runs((root_ / "base").string(), b.write(root_ / "cur").string(), {});
+  ASSERT_EQ(count(c, Finding::Kind::regression), 1) << format_comparison(c, "text");
+  rerun.slow = 1.2;  // the same build's ratio moved by 20 % in a rerun: 15 % is within that
+  rerun.write(root_ / "rerun");
+  fs::copy_file(root_ / "rerun" / "steps.csv", root_ / "base" / "reruns" / "1" / "steps.csv",
+                fs::copy_options::overwrite_existing);
+  Comparison within = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
+  EXPECT_EQ(within.exit_code(), 0) << format_comparison(within, "text");
 }
 
 TEST_F(CompareTest, ExactColumnsMustBeIdentical) {

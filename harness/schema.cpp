@@ -50,6 +50,7 @@ const CsvSchema& fixed_cases_schema() {
           {"reference", "-", "what the exact and precision checks compare with: oracle (single-device training), twin:<strategy> (the strategy's algorithm simulated on one rank) or replay:<strategy> (the run's own trace of updates replayed on one rank); the strategy names it, a case's reference = \"oracle\" forces the oracle", Compare::setting},
           {"zero_stage", "0-3", "ZeRO stage on the dp axis (ddp 0, zero1 1, zero2 2, fsdp 3)", Compare::setting},
           {"data", "-", "gpt token source: empty for the synthetic Markov stream, else the token file", Compare::setting},
+          {"timing_probe", "bool", "1 when the suite turned the timing probe on (steps.csv cpu_wait_s, probe_time_s, probe_cpu_wait_s; compare then tests the step's time over the probe's, each less its CPU wait)", Compare::setting},
           {"schedule", "-", "pipeline schedule: 1f1b or gpipe (empty when pp = 1)", Compare::setting},
           {"link_bus_gbps", "GB/s", "emulated link bus bandwidth (empty: no link model)", Compare::setting},
           {"link_latency_us", "us", "emulated link latency per operation", Compare::setting},
@@ -111,6 +112,9 @@ const CsvSchema& steps_schema() {
                                {"loss", "nats", "global mean training loss before this step's update", Compare::float_},
                                {"oracle_loss", "nats", "the same for the case's float64 reference: the oracle, the twin or the replay (empty when not run)", Compare::float_},
                                {"step_time_s", "s", "slowest rank's time for the step", Compare::timing},
+                               {"cpu_wait_s", "s", "with timing_probe: the most seconds a rank of the case spent runnable but waiting for a CPU during the step (Linux /proc/thread-self/schedstat run_delay; 0 where the kernel does not say): what other processes took of the step; empty without timing_probe", Compare::timing},
+                               {"probe_time_s", "s", "with timing_probe: the slowest rank's time for the fixed work every rank runs after the step (4 rounds of a 256^3 gemm in the case's dtype on its backend and an all_reduce of 8192 values over the case's ranks: harness/timing_probe.hpp), the machine's speed at that moment; not part of step_time_s or wall_s; empty without timing_probe", Compare::timing},
+                               {"probe_cpu_wait_s", "s", "with timing_probe: cpu_wait_s of the probe", Compare::timing},
                                {"wall_s", "s", "seconds from the start of the case's first step to the end of this one: the sum of step_time_s over the steps so far (ranks start every step together, so a step lasts as long as its slowest rank); untimed, as in step_time_s: loading each step's batch, the barrier before the step and the reduction of the loss after it", Compare::timing},
                            }};
   return s;
@@ -211,7 +215,9 @@ std::string schema_markdown() {
     << "  for float32 losses): only the order of summation may differ.\n"
     << "- rounding: a measured rounding error; bitwise identical within one build, shown across builds.\n"
     << "- timing: compared with a noise band from the per-step samples (steps.csv step_time_s of the\n"
-    << "  timed steps): a one-sided Mann-Whitney test and a minimum effect from the baseline's own spread.\n"
+    << "  timed steps, or with the timing probe in both runs (step_time_s - cpu_wait_s) / (probe_time_s -\n"
+    << "  probe_cpu_wait_s)): a one-sided Mann-Whitney test and a minimum effect from the baseline's\n"
+    << "  own spread.\n"
     << "- info: varies run to run or is a cross-check; shown, never compared. memory.csv's workspace\n"
     << "  rows count as info too: pipeline send buffers live as long as the schedule's timing lets them.\n";
   for (const CsvSchema* s : all_schemas()) {

@@ -153,9 +153,9 @@ TEST_F(TempDir, WritesHeaderAndRowsAtomically) {
   t.add({{"step", "1"}, {"case", "b,\"quoted\""}, {"oracle_loss", "2"}});
   t.write_atomic(dir_.string());
   EXPECT_EQ(read_text(dir_ / "steps.csv"),
-            "case,step,loss,oracle_loss,step_time_s,wall_s\n"
-            "a,0,2.5,,0.125,0.125\n"
-            "\"b,\"\"quoted\"\"\",1,,2,,\n");
+            "case,step,loss,oracle_loss,step_time_s,cpu_wait_s,probe_time_s,probe_cpu_wait_s,wall_s\n"
+            "a,0,2.5,,0.125,,,,0.125\n"
+            "\"b,\"\"quoted\"\"\",1,,2,,,,,\n");
   EXPECT_FALSE(fs::exists(dir_ / "steps.csv.tmp"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
 }

@@ -85,6 +85,7 @@ const std::map<std::string, KeySpec>& key_specs() {
                  c.link.latency_us = t["latency_us"] ? as_num(*t.get("latency_us")) : 0.0;
                }}},
       {"data", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.data = as_str(n); }}},
+      {"timing_probe", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.timing_probe = n.as_boolean()->get(); }}},
   };
   return specs;
 }

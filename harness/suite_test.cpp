@@ -228,6 +228,7 @@ prefetch = false
 reshard_after_forward = false
 link = { bus_gbps = 2.5, latency_us = 7 }
 data = "synthetic"
+timing_probe = true
 zero_stage = 2
 schedule = "gpipe"
 microbatches = 2
@@ -267,6 +268,7 @@ slow_factor = 2.5
   EXPECT_EQ(c.link.bus_gbps, 2.5);
   EXPECT_EQ(c.link.latency_us, 7.0);
   EXPECT_EQ(c.data, "synthetic");
+  EXPECT_TRUE(c.timing_probe);
   EXPECT_EQ(c.zero_stage, 2);
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.microbatches, 2);
@@ -276,7 +278,7 @@ slow_factor = 2.5
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 35u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 36u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of

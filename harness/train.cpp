@@ -7,6 +7,7 @@
 #include "harness/checks.hpp"
 #include "harness/run_state.hpp"
 #include "harness/stats.hpp"
+#include "harness/timing_probe.hpp"
 
 namespace pts {
 namespace {
@@ -101,25 +102,32 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     strategy = factory_of<T>(info)(StrategyContext<T>{c, w, *mesh, *backend, mem});
   });
   out.failed = any_rank(side, !out.error.empty());
+  // The machine's speed beside each step's time (suite key timing_probe; compare tests the ratio).
+  std::unique_ptr<TimingProbe<T>> probe;
+  if (c.timing_probe && !out.failed && strategy->lockstep()) probe = std::make_unique<TimingProbe<T>>(*backend);
   if (!out.failed && !strategy->lockstep()) train_async(*strategy, c, side, stats, on_step, out);
   for (int step = 0; step < c.steps && !out.failed && strategy->lockstep(); ++step) {
     guard([&] { strategy->load_batch(step); });
     MPI_Request start;  // every rank starts the step together
     PTS_MPI_CHECK(MPI_Ibarrier(side.native(), &start));
     watched_wait(&start, "barrier (harness)", side.axis(), side.native(), true);
-    double share = 0, wait0 = stats.total_wait_s();
+    double share = 0, wait0 = stats.total_wait_s(), cpu_wait0 = probe ? cpu_wait_s() : 0;
     auto t0 = Clock::now();
     guard([&] { share = strategy->train_step(step); });
-    double local[3] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0,
-                       interruptible && interrupt_requested() ? 1.0 : 0.0};
-    double slowest[3], loss = 0;
-    side_all_reduce(side, local, slowest, 3, MPI_DOUBLE, MPI_MAX);
+    double local[4] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0,
+                       interruptible && interrupt_requested() ? 1.0 : 0.0, probe ? cpu_wait_s() - cpu_wait0 : 0.0};
+    double slowest[4], loss = 0;
+    side_all_reduce(side, local, slowest, 4, MPI_DOUBLE, MPI_MAX);
     side_all_reduce(side, &share, &loss, 1, MPI_DOUBLE, MPI_SUM);
     out.failed = slowest[1] > 0;
     out.interrupted = slowest[2] > 0;
     if (out.interrupted && !out.failed) break;  // abandoned: the case runs again on --resume
     out.losses.push_back(loss);
     out.step_times.push_back(slowest[0]);
+    if (probe && !out.failed) {
+      const auto p = probe->run(side);
+      out.probed.push_back({slowest[3], p.time_s, p.cpu_wait_s});
+    }
     out.comm_wait.push_back(stats.total_wait_s() - wait0);
     if (strategy) {
       out.stats = strategy->step_stats();

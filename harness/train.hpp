@@ -17,6 +17,12 @@ namespace pts {
 struct TrainResult {
   std::vector<double> losses, step_times, comm_wait;  // comm_wait: this rank, per step
   std::vector<double> busy;                           // this rank's compute seconds, per step
+  // With the timing probe (empty without), per step: the most seconds a rank waited for a CPU
+  // during the step, and the probe's time and CPU wait after it (harness/timing_probe.hpp).
+  struct Probed {
+    double cpu_wait_s = 0, probe_time_s = 0, probe_cpu_wait_s = 0;
+  };
+  std::vector<Probed> probed;
   StepStats stats;                                    // this rank's last step
   std::vector<double> params;
   std::string error;    // this rank's exception message

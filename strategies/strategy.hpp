@@ -50,6 +50,9 @@ struct CaseConfig {
   // never changes what is trained. Unset: no target.
   std::optional<double> target_loss;
   int target_window = 1;  // steps whose losses are averaged before the comparison
+  // After each step every rank runs a fixed gemm + all_reduce, timed (steps.csv probe_time_s):
+  // the machine's speed at that moment, for compare's step / probe ratio. Changes no number.
+  bool timing_probe = false;
   int64_t bucket_bytes = 4 << 20;
   bool overlap = false;
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early
