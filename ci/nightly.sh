@@ -3,7 +3,9 @@
 # machine class (results/baselines/<class>/), appended to a history (HISTORY_DIR/runs/<run id>/
 # with its compare.json, and HISTORY_DIR/history.csv) and the trend report rebuilt from it.
 # Exit: compare's (0 nothing regressed, 1 a regression, 2 bad input or no baseline for this
-# machine class).
+# machine class), 3 when the run was interrupted by a signal (mpirun's own exit status is 1
+# then; run.json says "interrupted"). A case that crashes or hangs is resumed past
+# (ci/compare_run.sh): it is a FAIL in the comparison and the rest of the suite runs.
 #   ci/nightly.sh [HISTORY_DIR]     default results/runs/history (results/runs/ is not committed)
 #   ci/nightly.sh --machine-class   prints this machine's class and exits
 # Timings: ranks = min(4, usable cores), so no rank shares a core (oversubscribed step times
@@ -37,6 +39,7 @@ if [[ ! -f "$baseline/cases.csv" ]]; then
 fi
 status=0
 bash ci/compare_run.sh build/ptsuite suite/nightly.toml "$baseline" "$run" || status=$?
+if [[ $status == 3 ]]; then exit 3; fi
 python3 report/make_report.py "$run" >/dev/null
 python3 ci/trend.py "$history" "$run" "$status"
 # The report over the history's runs against the baseline, where report/ has it.
