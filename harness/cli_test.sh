@@ -19,30 +19,11 @@ REPO=$(realpath -- "$3") || exit 2
 [ -x "$BIN" ] || { echo "cli_test: '$BIN' is not an executable" >&2; exit 2; }
 NP2=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS=1 "$BIN")
 
+source "$(dirname -- "$0")/check_lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptsuite-cli-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 
-failures=0
-check() {  # check NAME CONDITION...: runs the condition, prints one line
-  local name=$1
-  shift
-  if "$@"; then
-    echo "PASS  $name"
-  else
-    echo "FAIL  $name"
-    failures=$((failures + 1))
-  fi
-}
-# run OUT_PREFIX CMD...: runs CMD with stdout/stderr in OUT_PREFIX.out/.err; sets $rc.
-run() {
-  local prefix=$1
-  shift
-  "$@" >"$prefix.out" 2>"$prefix.err"
-  rc=$?
-}
-has() { grep -qF -- "$2" "$1"; }
-show() { sed 's/^/    | /' "$1"; }
 
 # (a) unknown key: exit 2, file:line and key on stderr, --out not created.
 cat >unknown_key.toml <<'EOF'

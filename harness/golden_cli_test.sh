@@ -18,28 +18,12 @@ REPO=$(realpath -- "$4") || exit 2
 MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OPENBLAS_NUM_THREADS=1)
 export OPENBLAS_NUM_THREADS=1
 
+source "$(dirname -- "$0")/check_lib.sh"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptsuite-golden-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1
 
-failures=0
-check() {  # check NAME CONDITION...
-  local name=$1
-  shift
-  if "$@"; then
-    echo "PASS  $name"
-  else
-    echo "FAIL  $name"
-    failures=$((failures + 1))
-  fi
-}
-run() {  # run PREFIX CMD...: stdout/stderr into PREFIX.out/.err; sets $rc
-  local prefix=$1
-  shift
-  "$@" >"$prefix.out" 2>"$prefix.err"
-  rc=$?
-}
-says() { grep -qF -- "$2" "$1"; }
+says() { has "$@"; }
 
 GPT=$REPO/results/golden/gpt-tiny
 MLP=$REPO/results/golden/mlp-tiny
