@@ -21,8 +21,7 @@ fail=0
 echo "order_test: ci/quick.sh, then ci/test.sh, in $work"
 bash ci/quick.sh "$work/quick1" >quick1.log 2>&1 || { echo "order_test: ci/quick.sh failed"; tail -20 quick1.log; exit 1; }
 # Only the counts are at stake here: the coverage gate, the sanitizers, the fuzzers and the
-# golden kits from Python ran
-# in the outer ci/test.sh already.
+# golden kits from Python ran in the outer ci/test.sh already.
 PTSUITE_CI_ORDER=0 PTSUITE_CI_SANITIZE=0 PTSUITE_CI_COVERAGE=0 PTSUITE_CI_FUZZ=0 PTSUITE_CI_GOLDEN_PY=0 bash ci/test.sh >test.log 2>&1 || {
   echo "order_test: ci/test.sh after ci/quick.sh failed"; tail -40 test.log; exit 1; }
 ran=$(sed -n 's/.*tests passed, \([0-9]\+\) tests failed out of \([0-9]\+\)$/\2/p' test.log | head -1)
