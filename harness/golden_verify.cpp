@@ -147,33 +147,29 @@ struct Row {
   bool pass = true;
 };
 
-double l2(const std::vector<double>& a) {
+}  // namespace
+
+double l2_norm(const std::vector<double>& a) {
   double s = 0;
   for (double x : a) s += x * x;
   return std::sqrt(s);
 }
-double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {
+double l2_distance(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * (a[i] - b[i]);
   return std::sqrt(s);
 }
 
-// The rule of the mode on one pair of vectors (or scalars as vectors of one).
-struct Rule {
-  bool precision = false;
-  double judge(const std::vector<double>& yours, const std::vector<double>& golden,
-               const std::vector<double>* single32) const {
-    const double d = l2_diff(yours, golden), ng = l2(golden);
-    if (!precision) return ng == 0 ? d : d / ng;
-    const double denom = std::max(l2_diff(*single32, golden), kPrecisionFloorRel * ng);
-    return denom > 0 ? d / denom : (d == 0 ? 0 : INFINITY);
-  }
-  bool pass(double v) const { return std::isfinite(v) && v <= (precision ? kPrecisionRatio : kExactRelTol); }
-  double limit() const { return precision ? kPrecisionRatio : kExactRelTol; }
-  std::string name() const { return precision ? "err_ratio" : "rel_err"; }
-};
-
-}  // namespace
+double GoldenRule::judge(const std::vector<double>& yours, const std::vector<double>& golden,
+                         const std::vector<double>* single32) const {
+  const double d = l2_distance(yours, golden), ng = l2_norm(golden);
+  if (!precision) return ng == 0 ? d : d / ng;
+  const double denom = std::max(l2_distance(*single32, golden), kPrecisionFloorRel * ng);
+  return denom > 0 ? d / denom : (d == 0 ? 0 : INFINITY);
+}
+bool GoldenRule::pass(double v) const { return std::isfinite(v) && v <= limit(); }
+double GoldenRule::limit() const { return precision ? kPrecisionRatio : kExactRelTol; }
+std::string GoldenRule::name() const { return precision ? "err_ratio" : "rel_err"; }
 
 GoldenVerdict golden_verify(const GoldenVerifyOptions& o) {
   const GoldenKit kit = load_golden_kit(o.kit);
@@ -191,7 +187,7 @@ GoldenVerdict golden_verify(const GoldenVerifyOptions& o) {
     if (dtype == "float64" && r->dtype == "F32")
       throw ConfigError(r->path + ": F32 tensors cannot meet the float64 exact rule; pass --dtype float32 for the "
                                   "error-ratio rule");
-  Rule rule{dtype == "float32"};
+  GoldenRule rule{dtype == "float32"};
   if (rule.precision && !kit.float32)
     throw ConfigError(o.kit + ": the kit has no float32 run (exported with --no-float32); float32 results need one");
 
