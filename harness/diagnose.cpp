@@ -225,8 +225,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   const ReferenceSpec& spec = reference_of(*info, c);
   if (spec.kind == "replay")
     throw ConfigError("case " + c.name + ": strategy " + c.strategy + " is checked against a replay of its own trace (" +
-                      spec.label() + "); diagnose does not support replay references (it re-runs the case step by "
-                      "step, and an asynchronous run's trace differs each time)");
+                      spec.label() + "): replay references are not supported by diagnose (it re-runs the case "
+                      "step by step, and an asynchronous run's trace differs each time)");
   const WorkloadSpec& w = *find_workload(c.workload);
   const int K = c.steps;
   std::vector<int> saved(K);
@@ -245,9 +245,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
     run = strategy_snapshots(c, *info, w, saved, side);
     if (run.error.empty() && run.report.expected) {
       const RankExpectation& e = *run.report.expected;
-      for (const auto& [what, rc] : {std::pair{"memory", &e.check_memory}, std::pair{"comm", &e.check_comm}})
-        if (rc->verdict == Verdict::fail)
-          checks_failed += "  rank " + std::to_string(world.rank()) + " " + what + ": " + rc->reason + "\n";
+      for (const RankCheck* rc : {&e.check_memory, &e.check_comm})  // reasons start with the category
+        if (rc->verdict == Verdict::fail) checks_failed += "  rank " + std::to_string(world.rank()) + " " + rc->reason + "\n";
     }
     maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp : 1);
   }
