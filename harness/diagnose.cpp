@@ -198,9 +198,62 @@ std::string element_text(const TensorDiff& d) {
   if (p.shape.size() == 2) {
     std::string t = "rows " + range(d.row0, d.row1);
     if (d.col0 != 0 || d.col1 != p.shape[1] - 1) t += ", cols " + range(d.col0, d.col1);
+    if (d.count != (d.row1 - d.row0 + 1) * (d.col1 - d.col0 + 1) && !d.elements.empty())  // not the whole box
+      t += " (row-major elements " + range(d.elements.front() - p.offset, d.elements.back() - p.offset) + ")";
     return t;
   }
   return "elements " + range(d.col0, d.col1);
+}
+
+// ZeRO/FSDP shards whose update landed `shift` elements off (element i + shift got element
+// i's update), as "<unit> shard k" texts: the update U = p - before of a shard's elements in
+// local order against the reference's, within `tol` of the shard's largest update.
+std::vector<std::string> shifted_shards(const std::vector<ShardMap>& maps, const std::vector<GoldenParam>& tensors,
+                                        const std::vector<double>& us, const std::vector<double>& ur, double tol,
+                                        int shift, int& checked) {
+  checked = 0;
+  std::vector<std::string> out;
+  for (const ShardMap& m : maps) {
+    std::vector<int64_t> canon;  // local -> canonical (-1: not listed, e.g. replicated on tp rank > 0)
+    for (const Segment& sg : m.segments) {
+      if (static_cast<int64_t>(canon.size()) < sg.local + sg.count) canon.resize(sg.local + sg.count, -1);
+      for (int64_t i = 0; i < sg.count; ++i) canon[sg.local + i] = sg.canonical + i;
+    }
+    for (size_t u = 0; u < m.layout.units.size(); ++u) {
+      const ParamUnit& un = m.layout.units[u];
+      const int64_t sn = m.layout.shard_numel(u);
+      for (int64_t k = 0; k < m.pad_to; ++k) {
+        const int64_t lo = un.offset + k * sn, hi = std::min(un.offset + (k + 1) * sn, un.offset + un.numel);
+        if (hi - lo < 2) continue;
+        double scale = 0;
+        bool listed = true;
+        for (int64_t e = lo; e < hi && listed; ++e) {
+          listed = e < static_cast<int64_t>(canon.size()) && canon[e] >= 0;
+          if (listed) scale = std::max(scale, std::abs(ur[canon[e]]));
+        }
+        if (!listed || scale == 0) continue;
+        ++checked;
+        bool shifted = true, same = true;
+        for (int64_t e = lo; e < hi && shifted; ++e) {
+          const int64_t from = e - shift;
+          const double want = from >= lo && from < hi ? ur[canon[from]] : 0.0;
+          shifted = std::abs(us[canon[e]] - want) <= tol * scale;
+          same = same && std::abs(us[canon[e]] - ur[canon[e]]) <= tol * scale;
+        }
+        if (!shifted || same) continue;
+        std::string unit = "unit " + std::to_string(u);
+        for (const GoldenParam& gp : tensors)
+          if (canon[un.offset] >= gp.offset && canon[un.offset] < gp.offset + gp.numel()) {
+            unit = gp.name.substr(0, gp.name.rfind('.'));
+            break;
+          }
+        out.push_back(unit + " shard " + std::to_string(k) + (m.tp || m.pp ? " (tp " + std::to_string(m.tp) + ", pp " +
+                                                                                  std::to_string(m.pp) + ")"
+                                                                            : ""));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -322,8 +375,11 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   // the gradient recovered from the update where the optimizer allows it.
   const std::vector<GoldenParam> tensors = golden_params(w);
   const bool sgd = c.optimizer.kind == "sgd" && spec.kind == "oracle";
-  std::vector<double> g_ref;
-  if (sgd) g_ref = oracle_step<double>(oracle_config(c), w, first, first > 0 ? ref.snapshots[first - 1] : std::vector<double>{}).grads;
+  // The parameters before step `first` (where strategy and reference still agree).
+  const OracleStep at_first = oracle_step<double>(oracle_config(c), w, first,
+                                                  first > 0 ? ref.snapshots[first - 1] : std::vector<double>{});
+  const std::vector<double>& before_step = at_first.params;
+  const std::vector<double>& g_ref = at_first.grads;
   const std::vector<double>& p = run.snapshots[first];
   const std::vector<double>& pr = ref.snapshots[first];
   std::vector<TensorDiff> diffs;
@@ -432,6 +488,22 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
                                   : "is counted twice in the gradient");
           }
         }
+    }
+    if (pattern.empty() && sharded_dp) {
+      std::vector<double> us(p.size()), ur(p.size());
+      for (size_t i = 0; i < p.size(); ++i) us[i] = p[i] - before_step[i], ur[i] = pr[i] - before_step[i];
+      for (int shift : {1, -1}) {
+        int checked = 0;
+        const std::vector<std::string> shards = shifted_shards(maps, tensors, us, ur, tol, shift, checked);
+        if (shards.empty() || !pattern.empty()) continue;
+        std::string list;
+        for (size_t i = 0; i < shards.size() && i < 4; ++i) list += (i ? ", " : "") + shards[i];
+        if (shards.size() > 4) list += ", ...";
+        pattern = "the update of " + std::to_string(shards.size()) + " of " + std::to_string(checked) +
+                  " ZeRO shards (dp " + std::to_string(c.layout.dp) + " per unit) landed " +
+                  (shift > 0 ? "one element after" : "one element before") +
+                  " where it belongs (element i" + (shift > 0 ? "+1" : "-1") + " got element i's update): " + list;
+      }
     }
     if (!pattern.empty()) {
       t << "  pattern: " << pattern << "\n";

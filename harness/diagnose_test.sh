@@ -90,14 +90,15 @@ expect ddp-sum-dp2-float32 1 "^first divergence: step 0, its update" "pattern: t
 # ones in canonical order: 246 of layers.2.weight's and the 10 of layers.2.bias) differs.
 diag 2 ddp-skip-bucket-dp2-float64
 expect ddp-skip-bucket-dp2-float64 1 "2 of 6 tensors differ" \
-  "step 0: layers.2.weight \(grad\) rows 39-63 differ \(246 of 640 elements\)" \
+  "step 0: layers.2.weight \(grad\) rows 39-63 \(row-major elements 394-639\) differ \(246 of 640 elements\)" \
   "step 0: layers.2.bias \(grad\) elements 0-9 differ \(10 of 10 elements\)"
 # zero1/zero2-shard-shift: every dp shard's update is off; the shards of each unit are named.
 for s in zero1 zero2; do
   diag 2 $s-shard-shift-dp2-float64
   expect $s-shard-shift-dp2-float64 1 "^first divergence: step 0, its update" \
     "step 0: layers.0.weight \(grad\) .*held by tp -, pp stage 0, dp shard 0-1" \
-    "step 0: layers.0.bias \(grad\) .*dp shard 1"
+    "step 0: layers.0.bias \(grad\) .*dp shard 1" \
+    "pattern: the update of 6 of 6 ZeRO shards \(dp 2 per unit\) landed one element after where it belongs"
 done
 # tp-no-row-reduce and tp-vocab-overlap: the loss of step 0 already differs (a forward bug),
 # with the tensor-parallel shards named.
