@@ -26,6 +26,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/comm/mpi/watchdog.hpp"
 #include "core/mesh.hpp"
 #include "harness/checks.hpp"
 #include "harness/golden.hpp"
@@ -294,6 +295,9 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   SnapshotRun run;
   std::vector<ShardMap> maps;
   std::string checks_failed;  // this rank's failed memory/comm checks
+  // A rank that throws tells the others (watchdog.hpp), so none waits forever in the case.
+  set_watchdog_case(c.name);
+  open_fault_channel(world.native());
   if (active) {
     run = strategy_snapshots(c, *info, w, saved, side);
     if (run.error.empty() && run.report.expected) {
@@ -301,9 +305,12 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
       for (const RankCheck* rc : {&e.check_memory, &e.check_comm})  // reasons start with the category
         if (rc->verdict == Verdict::fail) checks_failed += "  rank " + std::to_string(world.rank()) + " " + rc->reason + "\n";
     }
-    maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp : 1);
+    // After a failed run (every rank agrees on it) its communicators may hold abandoned
+    // operations: nothing more runs on the case's ranks.
+    if (run.error.empty()) maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp : 1);
   }
   const auto failed_by_rank = gather_to_root(world, to_ints(checks_failed));
+  close_fault_channel();
   if (world.rank() != 0) return 0;  // rank 0 says; the exit code is rank 0's
 
   nlohmann::ordered_json js;
@@ -329,7 +336,9 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   };
   if (!run.error.empty()) {
     js["divergence"] = nullptr;
-    return finish(kExitFailed, "the strategy threw before the numbers could be compared: " + run.error);
+    return finish(kExitFailed, "the strategy threw in its run of " + std::to_string(run.snapshots.size() + 1) +
+                                   " step(s) (the first step of that run it did not finish is at most step " +
+                                   std::to_string(run.snapshots.size()) + "): " + run.error);
   }
 
   const SnapshotRun ref = reference_snapshots<double>(c, *info, w, saved, registry);

@@ -22,11 +22,12 @@ cd "$WORK" || exit 1
 
 failures=0
 rc=0
-# diag NP CASE [SUITE]: runs diagnose, output in CASE.out/.err, exit status in $rc.
+# diag NP CASE [SUITE [ARGS...]]: runs diagnose, output in CASE.out/.err, exit status in $rc.
 diag() {
   local np=$1 name=$2 suite=${3:-$SUITE}
+  shift $(($# < 3 ? $# : 3))
   "$MPIEXEC" -q --allow-run-as-root --oversubscribe --bind-to none -np "$np" -x OPENBLAS_NUM_THREADS=1 \
-    "$PLANTED" diagnose "$suite" --case "$name" >"$name.out" 2>"$name.err"
+    "$PLANTED" diagnose "$suite" --case "$name" "$@" >"$name.out" 2>"$name.err"
   rc=$?
 }
 # expect CASE RC PATTERN...: the exit status is RC and every (extended) regex matches a line.
@@ -136,6 +137,24 @@ diag 2 pp-1f1b-all-forwards-float64
 expect pp-1f1b-all-forwards-float64 1 "the numbers agree at every step" "rank [01] memory: activation peak"
 diag 4 fsdp-no-free-prefetch
 expect fsdp-no-free-prefetch 1 "the numbers agree at every step" "rank [0-3] memory: comm peak .* exceeds the bound"
+
+# A strategy that throws on one rank: every rank gives up (no hang), the error is named.
+printf '[[case]]\nname = "throws"\nstrategy = "fsdp-throw-rank1"\ndp = 2\nsteps = 3\nglobal_batch = 8\n' >"$WORK/throws.toml"
+diag 2 throws "$WORK/throws.toml"
+expect throws 1 "the strategy threw in its run of 2 step\(s\).*planted fault: dp rank 1 throws in the backward of step 1"
+
+# --format json: the same diagnosis as one object.
+diag 2 pp-1f1b-drop-last-float64 "$SUITE" --format json
+if [ "$rc" -eq 1 ] && python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["divergence"]["step"] == 0 and len(d["tensors"]) == 53 and "microbatch 3" in d["pattern"], d["divergence"]
+' pp-1f1b-drop-last-float64.out; then
+  echo "PASS  pp-1f1b-drop-last-float64 --format json"
+else
+  echo "FAIL  pp-1f1b-drop-last-float64 --format json"
+  failures=$((failures + 1))
+fi
 
 # The parameter server's replay reference cannot be re-run: not supported, exit 2.
 diag 4 ps-drop-float64
