@@ -521,8 +521,12 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   }
   const TensorDiff& d0 = diffs.front();
   const TensorDiff& dl = diffs.back();
-  std::string summary = "first divergence: step " + std::to_string(first) + ", " + d0.param->name + " (" + what + ") " +
-                        element_text(d0) + ", rel err " + sci(sgd ? d0.grad_rel : d0.rule_value) + "; " + d0.owner;
+  std::string summary =
+      loss_first ? "first divergence: step " + std::to_string(first) + ", the forward pass (its loss differs at "
+                   "parameters that agree; " + std::to_string(diffs.size()) + " of " + std::to_string(tensors.size()) +
+                   " tensors' gradients differ after it); activations are not compared, so the block is not located"
+                 : "first divergence: step " + std::to_string(first) + ", " + d0.param->name + " (" + what + ") " +
+                       element_text(d0) + ", rel err " + sci(sgd ? d0.grad_rel : d0.rule_value) + "; " + d0.owner;
   if (diffs.size() > 1 && !loss_first)
     summary += "; first in backward order: " + dl.param->name + " " + element_text(dl) + "; " + dl.owner;
   if (!pattern.empty()) summary += "; " + pattern;
