@@ -10,6 +10,7 @@
 #include "core/comm/mpi/mpi_comm.hpp"
 #include "core/mesh.hpp"
 #include "core/optimizer.hpp"
+#include "harness/report.hpp"
 #include "strategies/registry.hpp"
 
 namespace pts {
@@ -69,6 +70,50 @@ struct GoldenVerdict {
   int exit_code = 0;  // 0 pass, 1 fail
   std::string report;
 };
+
+// The suite's rule (harness/checks.hpp) on one pair of vectors, as golden verify and
+// ptsuite diagnose apply it per step and per tensor: float64 relative L2 error <= kExactRelTol;
+// float32 error ratio ||yours - golden|| / max(||single32 - golden||, floor) <= kPrecisionRatio.
+struct GoldenRule {
+  bool precision = false;
+  double judge(const std::vector<double>& yours, const std::vector<double>& golden,
+               const std::vector<double>* single32) const;
+  bool pass(double v) const;
+  double limit() const;
+  std::string name() const;  // rel_err | err_ratio
+};
+
+// One step of the oracle on its own path (the model, data and batch `single` trains), in
+// precision T (float or double): the parameters before step `step` (`before`, or the initial
+// ones when it is empty), the gradient of that step's batch before the optimizer touches it,
+// and the loss. The kit's grads.safetensors is step 0's. With `count` >= 0 only samples
+// [first, first + count) of the step's global batch: their share of the gradient and of the
+// mean loss (the normalisation stays the global batch), e.g. one microbatch's.
+struct OracleStep {
+  std::vector<double> params, grads;
+  double loss = 0;
+};
+template <class T>
+OracleStep oracle_step(const CaseConfig& c, const WorkloadSpec& w, int step, const std::vector<double>& before,
+                       int64_t first = 0, int64_t count = -1);
+
+// Losses of every step and parameters after each step of `saved` (ascending), every step of
+// `saved` a run of k+1 steps from the start (the checks' own code path, full_params).
+struct SnapshotRun {
+  std::vector<double> losses;
+  std::vector<std::vector<double>> snapshots;  // [index in saved]; full vectors on rank 0
+  std::string error;                           // this rank's error (or "failed on another rank")
+  RankReport report;                           // this rank's figures and checks of the last run
+};
+// Case c's reference (as `info` names it; the oracle for `single`) in precision T, on this
+// rank alone through the reference cache. Throws Error when the reference fails.
+template <class T>
+SnapshotRun reference_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                                const std::vector<int>& saved, const StrategyRegistry& registry);
+// Case c trained by `info` on the ranks of `side` (exactly the case's ranks), in the case's
+// dtype. Collective over `side`.
+SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                               const std::vector<int>& saved, MpiComm& side);
 
 // Judges a user's results against the kit. Throws ConfigError naming the file (and tensor)
 // for a kit whose files do not match its manifest and for malformed or mismatched results.

@@ -132,30 +132,6 @@ CaseConfig kit_case(const KitConfig& k, const std::string& strategy, const std::
   return suite.cases[0];
 }
 
-// Step 0 on the oracle's own path (the model, data and batch `single` trains): the initial
-// parameters, the batch's gradients before the optimizer touches them, and the loss.
-struct FirstStep {
-  std::vector<double> init, grads;
-  double loss = 0;
-};
-template <class T>
-FirstStep first_step(const CaseConfig& c, const WorkloadSpec& w) {
-  std::unique_ptr<Backend<T>> be = make_backend<T>(c.backend);
-  MemoryTracker mem(be->allocator());
-  auto model = make_model<T>(w, *be, mem, c.seed);
-  DataSource data(w, c.seed, c.data);
-  Batch<T> batch = make_batch<T>(w, mem, c.global_batch);
-  data.fill(0, c.global_batch, 0, c.global_batch, batch, *be);
-  FirstStep r;
-  r.init = model->params_unpadded();
-  r.loss = model->forward_backward(batch, static_cast<double>(c.global_batch));
-  const int64_t n = model->num_params();
-  std::vector<T> g(static_cast<size_t>(n));
-  be->download(g.data(), model->grads().data(), n);
-  r.grads.assign(g.begin(), g.end());
-  return r;
-}
-
 // Every step's global batch, as the oracle sees it in float64.
 SafeTensorFile batches(const CaseConfig& c, const WorkloadSpec& w) {
   std::unique_ptr<Backend<double>> be = make_backend<double>(c.backend);
@@ -190,32 +166,6 @@ void add_flat(SafeTensorFile& f, const std::vector<GoldenParam>& names, const st
     f.add(prefix + p.name, SafeTensor{dtype, p.shape, {flat.begin() + p.offset, flat.begin() + p.offset + p.numel()}, {}});
 }
 
-// The oracle's run in precision T: losses of all steps and parameters after each saved step,
-// through the reference cache (a run of k+1 steps for the parameters after step k).
-struct OracleRun {
-  std::vector<double> losses;
-  std::vector<std::vector<double>> snapshots;  // [saved step]
-};
-template <class T>
-OracleRun oracle_run(const CaseConfig& c, const WorkloadSpec& w, const std::vector<int>& saved,
-                     const StrategyRegistry& registry) {
-  ReferenceCache cache(registry);
-  const StrategyInfo* single = registry.find("single");
-  PTS_REQUIRE(single, "the single strategy is not registered");
-  OracleRun r;
-  for (int k : saved) {
-    CaseConfig ck = c;
-    ck.steps = k + 1;
-    const Reference& ref = cache.get<T>(ck, *single, w);
-    if (!ref.error.empty()) throw Error("the oracle failed: " + ref.error);
-    r.snapshots.push_back(ref.params);
-    if (k + 1 == c.steps) r.losses = ref.losses;
-    for (size_t s = 0; s < ref.losses.size(); ++s)  // shorter runs are prefixes of the whole
-      PTS_REQUIRE(r.losses.empty() || ref.losses[s] == r.losses[s], "the oracle is not deterministic");
-  }
-  return r;
-}
-
 // Regenerates every random tensor from the manifest's description alone and compares it
 // with the model's initial parameters bit for bit.
 void check_regenerated(const std::vector<GoldenParam>& names, const std::vector<double>& init, uint64_t seed) {
@@ -230,6 +180,79 @@ void check_regenerated(const std::vector<GoldenParam>& names, const std::vector<
 }
 
 }  // namespace
+
+template <class T>
+OracleStep oracle_step(const CaseConfig& c, const WorkloadSpec& w, int step, const std::vector<double>& before,
+                       int64_t first, int64_t count) {
+  if (count < 0) count = c.global_batch - first;
+  std::unique_ptr<Backend<T>> be = make_backend<T>(c.backend);
+  MemoryTracker mem(be->allocator());
+  auto model = make_model<T>(w, *be, mem, c.seed);
+  const int64_t n = model->num_params();
+  if (!before.empty()) {
+    PTS_REQUIRE(static_cast<int64_t>(before.size()) == n, "oracle_step: parameters of the wrong length");
+    const std::vector<T> host(before.begin(), before.end());
+    be->upload(model->params().data(), host.data(), n);
+  }
+  DataSource data(w, c.seed, c.data);
+  Batch<T> batch = make_batch<T>(w, mem, count);
+  data.fill(step, c.global_batch, first, count, batch, *be);
+  OracleStep r;
+  r.params = model->params_unpadded();
+  r.loss = model->forward_backward(batch, static_cast<double>(c.global_batch));
+  std::vector<T> g(static_cast<size_t>(n));
+  be->download(g.data(), model->grads().data(), n);
+  r.grads.assign(g.begin(), g.end());
+  return r;
+}
+
+template <class T>
+SnapshotRun reference_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                                const std::vector<int>& saved, const StrategyRegistry& registry) {
+  ReferenceCache cache(registry);
+  SnapshotRun r;
+  for (int k : saved) {
+    CaseConfig ck = c;
+    ck.steps = k + 1;
+    const Reference& ref = cache.get<T>(ck, info, w);
+    if (!ref.error.empty()) throw Error("the reference failed: " + ref.error);
+    r.snapshots.push_back(ref.params);
+    if (k + 1 == c.steps) r.losses = ref.losses;
+    for (size_t s = 0; s < ref.losses.size(); ++s)  // shorter runs are prefixes of the whole
+      PTS_REQUIRE(r.losses.empty() || ref.losses[s] == r.losses[s], "the reference is not deterministic");
+  }
+  return r;
+}
+
+SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
+                               const std::vector<int>& saved, MpiComm& side) {
+  SnapshotRun out;
+  for (int k : saved) {
+    CaseConfig ck = c;
+    ck.steps = k + 1;
+    auto stats = std::make_shared<CommStats>();
+    CountingComm counted(MpiComm::duplicate(side.native(), "world"), stats);
+    TrainResult r = c.dtype == "float32" ? train<float>(ck, ck.layout, w, info, counted, side, *stats, {})
+                                         : train<double>(ck, ck.layout, w, info, counted, side, *stats, {});
+    if (r.failed) {
+      out.error = r.error.empty() ? "failed on another rank" : r.error;
+      break;
+    }
+    if (k + 1 == c.steps) out.losses = r.losses;
+    out.snapshots.push_back(r.params);
+    out.report = r.report;
+  }
+  return out;
+}
+
+template OracleStep oracle_step<float>(const CaseConfig&, const WorkloadSpec&, int, const std::vector<double>&, int64_t,
+                                      int64_t);
+template OracleStep oracle_step<double>(const CaseConfig&, const WorkloadSpec&, int, const std::vector<double>&, int64_t,
+                                       int64_t);
+template SnapshotRun reference_snapshots<float>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&,
+                                                const std::vector<int>&, const StrategyRegistry&);
+template SnapshotRun reference_snapshots<double>(const CaseConfig&, const StrategyInfo&, const WorkloadSpec&,
+                                                 const std::vector<int>&, const StrategyRegistry&);
 
 std::vector<int> saved_steps(int steps, int every) {
   std::vector<int> out;
@@ -251,9 +274,11 @@ void golden_export(const GoldenExportOptions& o, const StrategyRegistry& registr
     throw ConfigError(dir + ": exists and is not an empty directory; give a new directory for the kit");
 
   const std::vector<int> saved = saved_steps(o.steps, o.every);
-  const FirstStep first = first_step<double>(c, *w);
-  const OracleRun run = oracle_run<double>(c, *w, saved, registry);
-  check_regenerated(names, first.init, c.seed);
+  const StrategyInfo* single = registry.find("single");
+  PTS_REQUIRE(single, "the single strategy is not registered");
+  const OracleStep first = oracle_step<double>(c, *w, 0, {});
+  const SnapshotRun run = reference_snapshots<double>(c, *single, *w, saved, registry);
+  check_regenerated(names, first.params, c.seed);
   PTS_REQUIRE(first.loss == run.losses[0], "golden: step 0's loss differs between the oracle and its first step");
 
   fs::create_directories(dir);
@@ -263,7 +288,7 @@ void golden_export(const GoldenExportOptions& o, const StrategyRegistry& registr
     files.emplace_back(name, what);
   };
   SafeTensorFile init, grads, params, losses;
-  add_flat(init, names, first.init, "", "F64");
+  add_flat(init, names, first.params, "", "F64");
   write("params_init.safetensors", init, "initial parameters, canonical names");
   add_flat(grads, names, first.grads, "", "F64");
   write("grads.safetensors", grads, "gradients of step 0's loss at the initial parameters, before the optimizer");
@@ -276,8 +301,8 @@ void golden_export(const GoldenExportOptions& o, const StrategyRegistry& registr
   if (o.float32) {
     CaseConfig c32 = c;
     c32.dtype = "float32";
-    const FirstStep first32 = first_step<float>(c32, *w);
-    const OracleRun run32 = oracle_run<float>(c32, *w, saved, registry);
+    const OracleStep first32 = oracle_step<float>(c32, *w, 0, {});
+    const SnapshotRun run32 = reference_snapshots<float>(c32, *single, *w, saved, registry);
     SafeTensorFile f;
     f.add("losses", SafeTensor{"F64", {o.steps}, run32.losses, {}});
     add_flat(f, names, first32.grads, "grads.", "F32");
@@ -304,21 +329,11 @@ int golden_results(const GoldenResultsOptions& o, const StrategyRegistry& regist
   const bool active = world.rank() < c.layout.num_ranks();
   auto group = world.split(active ? 0 : 1, world.rank(), "world");
   auto& side = static_cast<MpiComm&>(*group);
-  std::vector<double> losses;
-  std::vector<std::vector<double>> snapshots;
-  std::string error;
-  for (int k : kit.saved) {
-    if (!active || !error.empty()) break;
-    CaseConfig ck = c;
-    ck.steps = k + 1;
-    auto stats = std::make_shared<CommStats>();
-    CountingComm counted(MpiComm::duplicate(side.native(), "world"), stats);
-    TrainResult r = c.dtype == "float32" ? train<float>(ck, ck.layout, w, *info, counted, side, *stats, {})
-                                         : train<double>(ck, ck.layout, w, *info, counted, side, *stats, {});
-    if (r.failed) error = r.error.empty() ? "failed on another rank" : r.error;
-    if (k + 1 == c.steps) losses = r.losses;
-    snapshots.push_back(r.params);
-  }
+  SnapshotRun run;
+  if (active) run = strategy_snapshots(c, *info, w, kit.saved, side);
+  const std::string& error = run.error;
+  const std::vector<double>& losses = run.losses;
+  const std::vector<std::vector<double>>& snapshots = run.snapshots;
   int failed = error.empty() ? 0 : 1, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, world.native());
   if (any) {

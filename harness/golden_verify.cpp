@@ -147,22 +147,18 @@ struct Row {
   bool pass = true;
 };
 
-// The rule of the mode on one pair of vectors (or scalars as vectors of one).
-struct Rule {
-  bool precision = false;
-  double judge(const std::vector<double>& yours, const std::vector<double>& golden,
-               const std::vector<double>* single32) const {
-    const double d = l2_diff(yours, golden), ng = l2(golden);
-    if (!precision) return ng == 0 ? d : d / ng;
-    const double denom = std::max(l2_diff(*single32, golden), kPrecisionFloorRel * ng);
-    return denom > 0 ? d / denom : (d == 0 ? 0 : INFINITY);
-  }
-  bool pass(double v) const { return std::isfinite(v) && v <= (precision ? kPrecisionRatio : kExactRelTol); }
-  double limit() const { return precision ? kPrecisionRatio : kExactRelTol; }
-  std::string name() const { return precision ? "err_ratio" : "rel_err"; }
-};
-
 }  // namespace
+
+double GoldenRule::judge(const std::vector<double>& yours, const std::vector<double>& golden,
+                         const std::vector<double>* single32) const {
+  const double d = l2_diff(yours, golden), ng = l2(golden);
+  if (!precision) return ng == 0 ? d : d / ng;
+  const double denom = std::max(l2_diff(*single32, golden), kPrecisionFloorRel * ng);
+  return denom > 0 ? d / denom : (d == 0 ? 0 : INFINITY);
+}
+bool GoldenRule::pass(double v) const { return std::isfinite(v) && v <= limit(); }
+double GoldenRule::limit() const { return precision ? kPrecisionRatio : kExactRelTol; }
+std::string GoldenRule::name() const { return precision ? "err_ratio" : "rel_err"; }
 
 GoldenVerdict golden_verify(const GoldenVerifyOptions& o) {
   const GoldenKit kit = load_golden_kit(o.kit);
@@ -180,7 +176,7 @@ GoldenVerdict golden_verify(const GoldenVerifyOptions& o) {
     if (dtype == "float64" && r->dtype == "F32")
       throw ConfigError(r->path + ": F32 tensors cannot meet the float64 exact rule; pass --dtype float32 for the "
                                   "error-ratio rule");
-  Rule rule{dtype == "float32"};
+  GoldenRule rule{dtype == "float32"};
   if (rule.precision && !kit.float32)
     throw ConfigError(o.kit + ": the kit has no float32 run (exported with --no-float32); float32 results need one");
 

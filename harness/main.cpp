@@ -1,5 +1,5 @@
 // ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema, compare and
-// golden (export, results under mpirun, verify).
+// golden (export, results under mpirun, verify) and diagnose (under mpirun).
 // Exit status: 0 all cases pass (compare: nothing regressed), 1 a case failed a check
 // (compare: a regression), 2 bad input (nothing ran); run also 3 interrupted by SIGINT/SIGTERM
 // (continue with --resume), 4 the watchdog ended the job, 5 --resume recorded a case that
@@ -15,6 +15,7 @@
 
 #include "core/comm/mpi/watchdog.hpp"
 #include "harness/compare.hpp"
+#include "harness/diagnose.hpp"
 #include "harness/golden.hpp"
 #include "harness/run_state.hpp"
 #include "harness/runner.hpp"
@@ -181,6 +182,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   gverify_cmd->add_option("--format", gv.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   gverify_cmd->add_option("--show", gv.show, "tensors listed in the text table, worst first")->capture_default_str();
+  auto* diagnose_cmd = app.add_subcommand(
+      "diagnose", "re-run a case and its reference step by step: the first step, tensor, elements and shard that "
+                  "diverge (under mpirun; exit 0 no divergence, 1 found, 2 bad input)");
+  pts::DiagnoseOptions dg;
+  diagnose_cmd->add_option("suite", dg.suite, "suite file (TOML)")->required();
+  diagnose_cmd->add_option("--case", dg.case_name, "name of the case, as ptsuite run names it")->required();
+  diagnose_cmd->add_option("--format", dg.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -220,6 +228,10 @@ int main(int argc, char** argv) {
         std::fputs(v.report.c_str(), stdout);
         code = v.exit_code;
       }
+    } else if (*diagnose_cmd) {
+      pts::MpiComm world(MPI_COMM_WORLD, "world", false);
+      code = pts::diagnose(dg, registry, world);
+      MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank exits with rank 0's verdict
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       pts::Suite suite = pts::load_suite(suite_path, registry, world.size());

@@ -1,0 +1,27 @@
+// ptsuite diagnose: where a failing case first diverges from its reference. The case and its
+// reference are re-run step by step (the golden kit's machinery, harness/golden.hpp, with the
+// suite's rules); the first step whose loss or parameters differ is named, then within it
+// every canonical tensor whose gradient differs (recovered from the parameter update, see
+// diagnose.cpp), the rows/cols of the canonical tensor that differ, and the tp rank, pipeline
+// stage and dp (ZeRO) shard that hold them. A case whose numbers agree at every step is
+// judged by its normal memory and communication checks instead, and the failing one named.
+#pragma once
+#include <string>
+
+#include "core/comm/mpi/mpi_comm.hpp"
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+struct DiagnoseOptions {
+  std::string suite, case_name;
+  std::string format = "text";  // text | json
+};
+
+// Collective over `world`. Prints the diagnosis on rank 0 and returns the exit code: 0 the
+// numbers agree and every check passes, 1 a divergence (or a failed check) was found.
+// Throws ConfigError before anything runs for a bad suite, an unknown case, a layout that
+// needs more ranks than `world` has, or a reference diagnose cannot re-run (replay).
+int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm& world);
+
+}  // namespace pts
