@@ -31,7 +31,7 @@ if [[ "${PTSUITE_CI_SANITIZE:-1}" == 1 ]]; then
   # -O1 without debug info: the sanitizers' checks, at half the compile time of -O2 -g.
   # Leak checking is off for the MPI test: Open MPI keeps its allocations until exit.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE=-O1 -DPTSUITE_SANITIZE=ON \
-        -DPTSUITE_BENCH=OFF "${LAUNCHER[@]}" >/dev/null
+        -DPTSUITE_BENCH=OFF -DPTSUITE_CUDA=OFF "${LAUNCHER[@]}" >/dev/null
   unit_tests=$(cd build-asan && ctest -N -L unit | sed -n 's/^ *Test *#[0-9]*: //p')
   # shellcheck disable=SC2086
   cmake --build build-asan -j"$JOBS" --target $unit_tests model_parallel_test param_server_test async_test ptsuite
@@ -45,7 +45,7 @@ if [[ "${PTSUITE_CI_FUZZ:-1}" == 1 ]]; then
   # PTSUITE_FUZZ_SECONDS from fuzz/corpus/. New inputs go to a scratch directory (the
   # committed corpus changes by hand only); a crash leaves its input in build-fuzz/.
   cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE=-O1 -DCMAKE_CXX_COMPILER=clang++ \
-        -DPTSUITE_FUZZ=ON -DPTSUITE_TESTS=OFF -DPTSUITE_BENCH=OFF -DPTSUITE_NATIVE=OFF "${LAUNCHER[@]}" >/dev/null
+        -DPTSUITE_FUZZ=ON -DPTSUITE_TESTS=OFF -DPTSUITE_BENCH=OFF -DPTSUITE_NATIVE=OFF -DPTSUITE_CUDA=OFF "${LAUNCHER[@]}" >/dev/null
   cmake --build build-fuzz -j"$JOBS" --target suite_fuzz tokens_fuzz safetensors_fuzz
   for target in suite tokens safetensors; do
     scratch=$(mktemp -d)
