@@ -9,8 +9,14 @@
 #   ci/nightly.sh [HISTORY_DIR]     default results/runs/history (results/runs/ is not committed)
 #   ci/nightly.sh --machine-class   prints this machine's class and exits
 # Timings: ranks = min(4, usable cores), so no rank shares a core (oversubscribed step times
-# measure the sharing, README "Oversubscription"); a timing change compare flags is rerun
-# once for those cases and stands only if the rerun shows it too (ci/compare_run.sh).
+# measure the sharing, README "Oversubscription"). When the baseline's commit is in this
+# repository, it is built beside (build-baseline/, a git worktree at that commit; ccache
+# makes it quick) and the two builds are measured in alternating rounds (ci/compare_ab.sh,
+# PTSUITE_NIGHTLY_ROUNDS, default 8): the verdict on timings comes from there
+# (RUN/ab/arm1/compare.*), the stored baseline judges every other column (--timing-band off).
+# Without the commit, timings are compared with the stored baseline, and a change compare
+# flags is rerun once and stands only if the rerun shows it too (ci/compare_run.sh): that is
+# coarser (a stored run from another hour moves by more than 10 % on a shared machine).
 source "$(dirname "$0")/common.sh"
 
 # The machine class: what makes timings comparable. CPU model, usable cores and the ranks
@@ -37,9 +43,34 @@ if [[ ! -f "$baseline/cases.csv" ]]; then
        "check the run and promote it (4 more runs measure the timing band): ci/promote_baseline.sh $run" >&2
   exit 2
 fi
+# The baseline's build, for the timings measured side by side.
+base_bin=
+sha=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("git_sha", ""))' "$baseline/env.json" 2>/dev/null || true)
+if [[ -n $sha ]] && git cat-file -e "$sha^{commit}" 2>/dev/null; then
+  src=build-baseline/src
+  if [[ -d $src ]]; then git -C "$src" checkout -q --detach "$sha"; else git worktree add -q --detach "$src" "$sha"; fi
+  # Its compiler output goes to build-baseline/build.log (an old commit's warnings are history).
+  if (cd "$src" && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DPTSUITE_TESTS=OFF -DPTSUITE_BENCH=OFF -DPTSUITE_CUDA=OFF \
+        "${LAUNCHER[@]}" && cmake --build build -j"$JOBS" --target ptsuite) >build-baseline/build.log 2>&1; then
+    base_bin=$src/build/ptsuite
+  else
+    echo "ci/nightly.sh: the baseline's commit $sha did not build (build-baseline/build.log);" \
+         "timings compared with the stored baseline" >&2
+  fi
+fi
 status=0
-bash ci/compare_run.sh build/ptsuite suite/nightly.toml "$baseline" "$run" || status=$?
-if [[ $status == 3 ]]; then exit 3; fi
+if [[ -n $base_bin ]]; then
+  bash ci/compare_run.sh build/ptsuite suite/nightly.toml "$baseline" "$run" --timing-band off || status=$?
+  if [[ $status == 3 ]]; then exit 3; fi
+  ab=0
+  # Each build runs its own suite file (the same cases unless the suite changed since).
+  bash ci/compare_ab.sh -r "${PTSUITE_NIGHTLY_ROUNDS:-8}" "$run/ab" "$base_bin:$src/suite/nightly.toml" build/ptsuite || ab=$?
+  if [[ $ab == 3 ]]; then exit 3; fi
+  (( ab > status )) && status=$ab
+else
+  bash ci/compare_run.sh build/ptsuite suite/nightly.toml "$baseline" "$run" || status=$?
+  if [[ $status == 3 ]]; then exit 3; fi
+fi
 python3 report/make_report.py "$run" >/dev/null
 python3 ci/trend.py "$history" "$run" "$status"
 # The report over the history's runs against the baseline, where report/ has it.

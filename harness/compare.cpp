@@ -135,7 +135,7 @@ struct Run {
   fs::path dir;
   std::map<std::string, Table> tables;  // by file name
   std::optional<std::map<std::string, std::string>> env;
-  std::vector<Table> rerun_steps;  // a baseline's reruns/<n>/steps.csv: the same build run again
+  std::vector<Table> rerun_steps;  // reruns/<n>/steps.csv: the same build run again
 };
 
 Run load_run(const std::string& dir) {
@@ -289,6 +289,7 @@ class Comparer {
   }
 
   void test_timing(const std::string& name, const std::vector<std::string>& brow) {
+    if (!o_.timings) return;
     const Table& bt = b_.tables.at("cases.csv");
     const int w = bt.col("warmup_steps");
     const int warmup = w >= 0 ? static_cast<int>(number(brow[w]).value_or(0)) : 0;
@@ -306,6 +307,7 @@ class Comparer {
       return;
     }
     ++out_.timings_tested;
+    if (run_level(name, warmup, ratio)) return;
     const double mx = median_of(x), my = median_of(y);
     std::vector<double> dev;
     for (double v : x) dev.push_back(std::fabs(v - mx));
@@ -346,6 +348,61 @@ class Comparer {
     }
     d << " < alpha " << o_.alpha;
     add(kind, name, "cases.csv", "step_time_s", "", fmt_double(mx), fmt_double(my), d.str());
+  }
+
+  // Each run's median sample of the case: the run directory's own steps.csv and its reruns.
+  static std::vector<double> run_medians(const Run& r, const std::string& name, int warmup, bool ratio) {
+    std::vector<double> out;
+    auto take = [&](const Table& t) {
+      const std::vector<double> v = timed_samples(t, name, warmup, ratio);
+      if (!v.empty()) out.push_back(median_of(v));
+    };
+    take(r.tables.at("steps.csv"));
+    for (const Table& t : r.rerun_steps) take(t);
+    return out;
+  }
+
+  // Both sides measured in rounds (each directory with reruns/<n>/, ci/compare_ab.sh runs
+  // the two builds alternately): the unit of the test is one run, since what moves a run on
+  // a shared machine (where its memory landed, what ran beside it) moves all its steps
+  // together, so steps of one run are not independent samples. The runs' medians are tested
+  // with the one-sided Mann-Whitney U test, and the band is twice the standard error of the
+  // ratio of the two sides' medians, from the runs' own spread: s = 1.4826 MAD of the log
+  // run medians about each side's median (pooled), se = 1.2533 s sqrt(1/n1 + 1/n2) (the
+  // median's efficiency), band = exp(2 se) - 1. False when either side has fewer than
+  // kMinRuns runs (then the steps of one run are tested).
+  static constexpr size_t kMinRuns = 5;  // 5 a side: a complete separation has p = 1/252
+  bool run_level(const std::string& name, int warmup, bool ratio) {
+    if (o_.timing_band) return false;  // a given band: the steps' test with that band
+    const std::vector<double> x = run_medians(b_, name, warmup, ratio), y = run_medians(c_, name, warmup, ratio);
+    if (x.size() < kMinRuns || y.size() < kMinRuns) return false;
+    const double mx = median_of(x), my = median_of(y);
+    std::vector<double> dev;
+    for (double v : x) dev.push_back(std::fabs(std::log(v / mx)));
+    for (double v : y) dev.push_back(std::fabs(std::log(v / my)));
+    const double s = 1.4826 * median_of(dev);
+    const double se = 1.2533 * s * std::sqrt(1.0 / x.size() + 1.0 / y.size());
+    const double band = std::exp(2 * se) - 1, change = my / mx;
+    const double p_slower = mann_whitney_greater(x, y), p_faster = mann_whitney_greater(y, x);
+    Finding::Kind kind;
+    double p;
+    if (change > 1 + band && p_slower < o_.alpha) {
+      kind = Finding::Kind::regression;
+      p = p_slower;
+    } else if (change < 1 / (1 + band) && p_faster < o_.alpha) {
+      kind = Finding::Kind::improvement;
+      p = p_faster;
+    } else {
+      return true;
+    }
+    std::ostringstream d;
+    d.precision(3);
+    d << (ratio ? "(step_time_s - cpu_wait_s) / (probe_time_s - probe_cpu_wait_s), " : "") << "medians of "
+      << x.size() << " and " << y.size() << " runs' medians; band " << 100 * band
+      << " % (twice the standard error from the runs' spread), one-sided Mann-Whitney p = " << p << " < alpha "
+      << o_.alpha;
+    add(kind, name, "cases.csv", "step_time_s", "", fmt_double(mx), fmt_double(my), d.str());
+    return true;
   }
 
   const Run& b_;

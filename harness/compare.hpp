@@ -19,8 +19,14 @@ namespace pts {
 // larger of the robust relative standard deviation of one step, 1.4826 MAD / median, and,
 // when BASELINE holds reruns of its build (reruns/<n>/steps.csv, ci/promote_baseline.sh
 // makes them), the spread of the runs' medians, max / min - 1: what a rerun moves.
+// When both directories hold at least 4 reruns (5 runs a side; ci/compare_ab.sh measures the
+// two builds alternately in rounds), the runs are the samples instead: each run's median is
+// one sample, tested with the same U test, and the band is twice the standard error of the
+// ratio of the medians from the runs' own spread (compare.cpp, run_level). A given
+// timing_band keeps the test of the steps.
 struct CompareOptions {
   std::optional<double> timing_band;
+  bool timings = true;  // false: timing columns are not tested (--timing-band off)
   double alpha = 0.01;
 };
 

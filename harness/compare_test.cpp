@@ -109,6 +109,12 @@ TEST_F(CompareTest, ATenPercentSlowdownIsFlaggedNamingCaseAndColumn) {
   // The same slowdown under a given band of 20 % is not reported; as a speed-up it is an
   // improvement, which does not fail the gate.
   EXPECT_EQ(run(a, b, {0.20}).exit_code(), 0);
+  // --timing-band off: the timings are not tested at all.
+  CompareOptions off;
+  off.timings = false;
+  Comparison skipped = run(a, b, off);
+  EXPECT_EQ(skipped.exit_code(), 0);
+  EXPECT_EQ(skipped.timings_tested, 0);
   Comparison faster = run(b, a);
   EXPECT_EQ(count(faster, Finding::Kind::improvement), 1);
   EXPECT_EQ(faster.exit_code(), 0);
@@ -132,6 +138,62 @@ TEST_F(CompareTest, TheBandCoversTheSpreadOfTheBaselinesReruns) {
   Comparison beyond = compare_runs((root_ / "base").string(), (root_ / "cur").string(), {});
   ASSERT_EQ(count(beyond, Finding::Kind::regression), 1) << format_comparison(beyond, "text");
   EXPECT_NE(beyond.findings[0].detail.find("spread of the 2 baseline runs' medians"), std::string::npos);
+}
+
+// Two builds measured in rounds (ci/compare_ab.sh): each side's run directory holds its first
+// run and reruns/<n>/ the rest. Whole runs move together on a shared machine (`machine`, a
+// level per run drawn here with about 5 % spread), so the steps of one run are no samples of
+// another: the runs' medians are tested instead.
+void write_rounds(const fs::path& dir, FakeRun run, const std::vector<double>& levels, int seed0) {
+  for (size_t r = 0; r < levels.size(); ++r) {
+    run.machine = levels[r];
+    run.seed = seed0 + static_cast<int>(r);
+    if (r == 0) {
+      run.write(dir);
+    } else {
+      const fs::path tmp = dir.parent_path() / ("tmp" + std::to_string(r));
+      run.write(tmp);
+      fs::create_directories(dir / "reruns" / std::to_string(r + 1));
+      fs::copy_file(tmp / "steps.csv", dir / "reruns" / std::to_string(r + 1) / "steps.csv");
+      fs::remove_all(tmp);
+    }
+  }
+}
+
+TEST_F(CompareTest, MeasuredInRoundsTheRunsAreTheSamples) {
+  const std::vector<double> base_levels = {0.93, 1.00, 1.07, 0.97, 1.04, 0.95, 1.06, 1.01};
+  const std::vector<double> cur_levels = {1.08, 1.05, 0.99, 0.96, 0.94, 1.02, 0.98, 1.03};
+  FakeRun proto;
+  write_rounds(root_ / "base", proto, base_levels, 1);
+  write_rounds(root_ / "same", proto, cur_levels, 21);
+  // The same build: the first runs of the two sides 16 % apart, but no shift between the
+  // sides. The steps of the two first runs alone would flag it.
+  Comparison same = compare_runs((root_ / "base").string(), (root_ / "same").string(), {});
+  EXPECT_EQ(same.exit_code(), 0) << format_comparison(same, "text");
+  EXPECT_EQ(same.timings_tested, 2);
+  FakeRun first_b = proto, first_s = proto;
+  first_b.machine = 0.93, first_s.machine = 1.08, first_s.seed = 21;
+  EXPECT_EQ(run(first_b, first_s).exit_code(), 1) << "the steps' test of two single runs flags the 16 % level shift";
+  // Case a 12 % slower in every run of the current build: flagged, with the runs' test.
+  FakeRun slow = proto;
+  slow.slow = 1.12;
+  write_rounds(root_ / "slow", slow, cur_levels, 41);
+  Comparison c = compare_runs((root_ / "base").string(), (root_ / "slow").string(), {});
+  ASSERT_EQ(count(c, Finding::Kind::regression), 1) << format_comparison(c, "text");
+  EXPECT_EQ(c.findings[0].case_name, "a");
+  EXPECT_NE(c.findings[0].detail.find("medians of 8 and 8 runs' medians"), std::string::npos) << c.findings[0].detail;
+  EXPECT_NEAR(c.findings[0].ratio, 1.12, 0.04);
+  // Faster by the same: an improvement (the gate passes).
+  Comparison faster = compare_runs((root_ / "slow").string(), (root_ / "base").string(), {});
+  EXPECT_EQ(count(faster, Finding::Kind::improvement), 1) << format_comparison(faster, "text");
+  EXPECT_EQ(faster.exit_code(), 0);
+  // Four runs a side are too few for the runs' test (a complete separation has p = 1/70):
+  // the steps of the first runs are tested, as without rounds.
+  for (const char* side : {"base", "slow"})
+    for (int r = 5; r <= 8; ++r) fs::remove_all(root_ / side / "reruns" / std::to_string(r));
+  Comparison few = compare_runs((root_ / "base").string(), (root_ / "slow").string(), {});
+  for (const Finding& f : few.findings) EXPECT_NE(f.detail.find("timed steps"), std::string::npos) << f.detail;
+  EXPECT_GT(few.timings_tested, 0);
 }
 
 // A rerun that shows the slowdown again confirms it; one that does not turns it into a note.

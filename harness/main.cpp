@@ -130,7 +130,8 @@ int main(int argc, char** argv) {
   compare_cmd->add_option("baseline", compare_base, "baseline run directory")->required();
   compare_cmd->add_option("current", compare_current, "current run directory")->required();
   compare_cmd->add_option("--timing-band", timing_band,
-                          "auto (the baseline's own spread per case) or a percentage: the least timing change reported");
+                          "auto (the measured spread per case), a percentage (the least timing change reported) or off "
+                          "(timings not compared: ci/nightly.sh when ci/compare_ab.sh measures them)");
   std::vector<std::string> confirm_dirs;
   compare_cmd->add_option("--confirm", confirm_dirs,
                           "a rerun of the flagged cases (repeatable): a timing change stands only if each rerun shows it");
@@ -203,11 +204,13 @@ int main(int argc, char** argv) {
       if (rank == 0) std::fputs(pts::schema_markdown().c_str(), stdout);
     } else if (*compare_cmd) {
       pts::CompareOptions o;
-      if (timing_band != "auto") {
+      if (timing_band == "off") {
+        o.timings = false;
+      } else if (timing_band != "auto") {
         char* end = nullptr;
         const double pct = std::strtod(timing_band.c_str(), &end);
         if (timing_band.empty() || *end != '\0')
-          throw pts::ConfigError("--timing-band '" + timing_band + "': give auto or a percentage such as 10");
+          throw pts::ConfigError("--timing-band '" + timing_band + "': give auto, off or a percentage such as 10");
         o.timing_band = pct / 100;
       }
       if (rank == 0) {
