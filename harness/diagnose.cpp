@@ -20,6 +20,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -257,6 +259,199 @@ std::vector<std::string> shifted_shards(const std::vector<ShardMap>& maps, const
   return out;
 }
 
+
+// The forward pass, block by block. A rank records every block output of the last step of
+// each of its runs (the run of k+1 steps for step k) through the model's forward tap; the
+// step that diverged in its loss is then compared with the oracle's outputs of that step,
+// sample by sample, where the output is whole on the rank (a tensor-parallel block's
+// column-sharded output, e.g. the MLP's column-parallel layer, is left out).
+using StepOutputs = std::map<std::pair<int64_t, int64_t>, BlockOutput>;  // (block, first sample)
+constexpr int64_t kMaxTappedValues = int64_t(1) << 25;  // per rank over all runs (256 MiB)
+
+// [overflowed, records, then per record: block, sample0, rows, per_row, the values' bits].
+std::vector<int64_t> encode_outputs(const StepOutputs& outs, bool overflowed) {
+  std::vector<int64_t> v{overflowed, static_cast<int64_t>(outs.size())};
+  for (const auto& [key, o] : outs) {
+    v.insert(v.end(), {o.canonical, o.sample0, o.rows, o.per_row});
+    const size_t at = v.size();
+    v.resize(at + o.values.size());
+    std::memcpy(v.data() + at, o.values.data(), o.values.size() * sizeof(double));
+  }
+  return v;
+}
+std::vector<BlockOutput> decode_outputs(const std::vector<int64_t>& v, bool& overflowed) {
+  std::vector<BlockOutput> out;
+  if (v.empty()) return out;
+  overflowed = overflowed || v[0] != 0;
+  size_t i = 2;
+  for (int64_t r = 0; r < v[1]; ++r) {
+    BlockOutput o{v[i], v[i + 1], v[i + 2], v[i + 3], {}};
+    i += 4;
+    o.values.resize(static_cast<size_t>(o.rows * o.per_row));
+    std::memcpy(o.values.data(), v.data() + i, o.values.size() * sizeof(double));
+    i += o.values.size();
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+// The oracle's block outputs of the whole batch: block -> [global_batch, per_row].
+struct DenseOutput {
+  int64_t per_row = 0;
+  std::vector<double> values;
+};
+std::map<int64_t, DenseOutput> densify(std::vector<BlockOutput> outs, int64_t batch) {
+  std::map<int64_t, DenseOutput> m;
+  for (BlockOutput& o : outs) {
+    DenseOutput& d = m[o.canonical];
+    if (d.values.empty()) d.per_row = o.per_row, d.values.assign(static_cast<size_t>(batch * o.per_row), 0.0);
+    std::copy(o.values.begin(), o.values.end(), d.values.begin() + o.sample0 * o.per_row);
+  }
+  return m;
+}
+
+// The oracle's step `step` in precision T from `before`, its block outputs recorded.
+template <class T>
+std::map<int64_t, DenseOutput> oracle_outputs(const CaseConfig& c, const WorkloadSpec& w, int step,
+                                              const std::vector<double>& before) {
+  std::vector<BlockOutput> outs;
+  set_forward_tap([&outs](BlockOutput&& o) { outs.push_back(std::move(o)); });
+  struct Off {
+    ~Off() { set_forward_tap({}); }
+  } off;
+  oracle_step<T>(c, w, step, before);
+  return densify(std::move(outs), c.global_batch);
+}
+
+// A unit's name: the dotted words its tensors' names share ("blocks.2" for blocks.2.*), or
+// one tensor's name less its last word ("head" for head.weight), else the tensors' first
+// words joined ("wte+wpe").
+std::string unit_name(const std::vector<GoldenParam>& tensors, int64_t begin, int64_t end) {
+  std::vector<std::vector<std::string>> words;
+  for (const GoldenParam& gp : tensors) {
+    if (gp.offset < begin || gp.offset >= end) continue;
+    std::vector<std::string> w;
+    std::stringstream ss(gp.name);
+    for (std::string part; std::getline(ss, part, '.');) w.push_back(part);
+    words.push_back(std::move(w));
+  }
+  if (words.empty()) return "the unit at parameter " + std::to_string(begin);
+  size_t shared = words[0].size() - 1;  // never the whole name
+  for (const auto& w : words)
+    for (size_t i = 0; i < shared; ++i)
+      if (i >= w.size() || w[i] != words[0][i]) shared = i;
+  std::string name;
+  if (shared > 0) {
+    for (size_t i = 0; i < shared; ++i) name += (i ? "." : "") + words[0][i];
+    return name;
+  }
+  for (const auto& w : words)
+    if (name.find(w[0]) == std::string::npos) name += (name.empty() ? "" : "+") + w[0];
+  return name;
+}
+
+// One block's forward output of the diverged step against the oracle's.
+struct BlockForward {
+  int64_t canonical = 0;
+  std::string name;
+  int64_t compared = 0, sharded = 0;  // records compared / left out (column-sharded)
+  double worst = 0;                   // the rule's worst value over the compared records
+  std::set<int> tps, pps, dps;        // where the failing records were computed
+  int64_t s0 = INT64_MAX, s1 = -1;    // their samples
+  bool failed() const { return s1 >= 0; }
+};
+
+std::vector<BlockForward> compare_forward(const std::vector<std::vector<int64_t>>& by_rank, const Layout& layout,
+                                          const std::map<int64_t, DenseOutput>& ref,
+                                          const std::map<int64_t, DenseOutput>* ref32, const GoldenRule& rule,
+                                          const std::vector<GoldenParam>& tensors, const std::vector<ParamUnit>& units,
+                                          bool& overflowed) {
+  std::map<int64_t, BlockForward> blocks;
+  for (const ParamUnit& u : units)
+    if (ref.count(u.offset)) {
+      BlockForward& f = blocks[u.offset];
+      f.canonical = u.offset;
+      f.name = unit_name(tensors, u.offset, u.offset + u.numel);
+    }
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    const MeshCoord at = mesh_coord(layout, static_cast<int>(r));
+    for (const BlockOutput& o : decode_outputs(by_rank[r], overflowed)) {
+      auto b = blocks.find(o.canonical);
+      if (b == blocks.end()) continue;  // a block the oracle does not pass on (cannot happen for one model)
+      const DenseOutput& d = ref.at(o.canonical);
+      if (o.per_row != d.per_row) {
+        ++b->second.sharded;
+        continue;
+      }
+      auto rows = [&](const DenseOutput& x) {
+        return std::vector<double>(x.values.begin() + o.sample0 * x.per_row,
+                                   x.values.begin() + (o.sample0 + o.rows) * x.per_row);
+      };
+      const std::vector<double> golden = rows(d);
+      std::vector<double> single32;
+      if (ref32) single32 = rows(ref32->at(o.canonical));
+      const double v = rule.judge(o.values, golden, ref32 ? &single32 : nullptr);
+      BlockForward& f = b->second;
+      ++f.compared;
+      f.worst = std::max(f.worst, std::isnan(v) ? INFINITY : v);
+      if (!rule.pass(v)) {
+        f.tps.insert(at.tp), f.pps.insert(at.pp), f.dps.insert(at.dp);
+        f.s0 = std::min(f.s0, o.sample0), f.s1 = std::max(f.s1, o.sample0 + o.rows - 1);
+      }
+    }
+  }
+  std::vector<BlockForward> out;
+  for (auto& [k, f] : blocks) out.push_back(std::move(f));
+  return out;
+}
+
+std::string forward_where(const BlockForward& f) {
+  return "tp rank " + set_text(f.tps) + ", pp stage " + set_text(f.pps) + ", dp rank " + set_text(f.dps) +
+         "; samples " + range(f.s0, f.s1);
+}
+
+
+// Step `first`'s forward pass on the case's ranks (their block outputs, by rank) against the
+// oracle's from the same parameters: a line per block, in forward order, and the verdict.
+std::string locate_forward(const CaseConfig& c, const WorkloadSpec& w, int first, const SnapshotRun& ref,
+                           const SnapshotRun& ref32, const GoldenRule& rule, const std::vector<GoldenParam>& tensors,
+                           const std::vector<std::vector<int64_t>>& by_rank, std::ostringstream& t,
+                           nlohmann::ordered_json& js) {
+  auto before = [first](const SnapshotRun& r) { return first > 0 ? r.snapshots[first - 1] : std::vector<double>{}; };
+  const std::map<int64_t, DenseOutput> golden = oracle_outputs<double>(oracle_config(c), w, first, before(ref));
+  std::map<int64_t, DenseOutput> single32;
+  if (rule.precision) single32 = oracle_outputs<float>(oracle_config(c), w, first, before(ref32));
+  std::unique_ptr<Backend<double>> be = make_backend<double>("cpu");
+  MemoryTracker mem(be->allocator());
+  const std::vector<ParamUnit> units = make_model<double>(w, *be, mem, c.seed)->layout().units;
+  bool overflowed = false;
+  const std::vector<BlockForward> blocks = compare_forward(by_rank, c.layout, golden, rule.precision ? &single32 : nullptr,
+                                                           rule, tensors, units, overflowed);
+  if (overflowed) return "the block outputs were not recorded (over 2^25 values on a rank), so the block is not located";
+  t << "  step " << first << "'s forward pass, each block's output against the oracle's (" << rule.name() << "):\n";
+  js["forward"] = nlohmann::ordered_json::array();
+  const BlockForward* bad = nullptr;
+  for (const BlockForward& f : blocks) {
+    const std::string verdict = f.compared == 0 ? "not compared" : f.failed() ? "FAIL" : "PASS";
+    std::string text = "    " + f.name + ": " + verdict;
+    if (f.compared) text += ", worst " + rule.name() + " " + sci(f.worst) + " over " + std::to_string(f.compared) + " outputs";
+    if (f.sharded) text += " (" + std::to_string(f.sharded) + " column-sharded outputs not compared)";
+    if (f.failed()) text += "; differs on " + forward_where(f);
+    t << text << "\n";
+    js["forward"].push_back({{"block", f.name}, {"verdict", verdict}, {rule.name(), f.worst}, {"compared", f.compared},
+                             {"sharded", f.sharded}, {"where", f.failed() ? forward_where(f) : ""}});
+    if (!bad && f.failed()) bad = &f;
+  }
+  if (bad) {
+    js["forward_block"] = bad->name;
+    return bad->name + "'s output is the first that differs (" + rule.name() + " " + sci(bad->worst) + " on " +
+           forward_where(*bad) + "); the blocks before it agree";
+  }
+  const std::string head = unit_name(tensors, units.back().offset, units.back().offset + units.back().numel);
+  js["forward_block"] = head;
+  return "every compared block output agrees, so the loss block (" + head + ") computes the wrong loss";
+}
+
 }  // namespace
 
 int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm& world) {
@@ -298,8 +493,23 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   // A rank that throws tells the others (watchdog.hpp), so none waits forever in the case.
   set_watchdog_case(c.name);
   open_fault_channel(world.native());
+  // The forward pass is compared block by block against the oracle's (not a twin's).
+  const bool tap_forward = spec.kind == "oracle";
+  std::map<int, StepOutputs> outputs;  // [k]: this rank's block outputs of the run for step k
+  bool overflowed = false;
   if (active) {
-    run = strategy_snapshots(c, *info, w, saved, side);
+    StepOutputs* into = nullptr;
+    int64_t tapped = 0;
+    if (tap_forward)
+      set_forward_tap([&](BlockOutput&& o) {
+        tapped += static_cast<int64_t>(o.values.size());
+        if (tapped > kMaxTappedValues) overflowed = true;
+        if (!overflowed) (*into)[{o.canonical, o.sample0}] = std::move(o);
+      });
+    struct Off {
+      ~Off() { set_forward_tap({}); }
+    } off;
+    run = strategy_snapshots(c, *info, w, saved, side, [&](int k) { into = &outputs[k]; });
     if (run.error.empty() && run.report.expected) {
       const RankExpectation& e = *run.report.expected;
       for (const RankCheck* rc : {&e.check_memory, &e.check_comm})  // reasons start with the category
@@ -310,13 +520,47 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
     if (run.error.empty()) maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp : 1);
   }
   const auto failed_by_rank = gather_to_root(world, to_ints(checks_failed));
+
+  // Rank 0 judges every step against the reference: the first step whose loss (at parameters
+  // that agreed) or parameters after it break the rule. When it is the loss, the ranks send
+  // that step's block outputs.
+  const GoldenRule rule{c.dtype == "float32"};
+  SnapshotRun ref, ref32;
+  std::vector<double> loss_value, params_value;  // the rule's value per step, up to the first failing
+  int first = -1;
+  bool loss_first = false;
+  std::exception_ptr failure;
+  if (world.rank() == 0 && run.error.empty()) try {
+      ref = reference_snapshots<double>(c, *info, w, saved, registry);
+      if (rule.precision) {
+        CaseConfig c32 = c;
+        c32.dtype = "float32";
+        ref32 = reference_snapshots<float>(c32, *info, w, saved, registry);
+      }
+      for (int k = 0; k < K && first < 0; ++k) {
+        std::vector<double> l32;
+        if (rule.precision) l32 = {ref32.losses[k]};
+        loss_value.push_back(rule.judge({run.losses[k]}, {ref.losses[k]}, rule.precision ? &l32 : nullptr));
+        params_value.push_back(
+            rule.judge(run.snapshots[k], ref.snapshots[k], rule.precision ? &ref32.snapshots[k] : nullptr));
+        if (!rule.pass(loss_value.back()) || !rule.pass(params_value.back()))
+          first = k, loss_first = !rule.pass(loss_value.back());
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  int tap_step = tap_forward && loss_first ? first : -1;
+  PTS_MPI_CHECK(MPI_Bcast(&tap_step, 1, MPI_INT, 0, world.native()));
+  std::vector<std::vector<int64_t>> forward_by_rank;
+  if (tap_step >= 0)
+    forward_by_rank = gather_to_root(world, active ? encode_outputs(outputs[tap_step], overflowed) : std::vector<int64_t>{});
   close_fault_channel();
+  if (failure) std::rethrow_exception(failure);
   if (world.rank() != 0) return 0;  // rank 0 says; the exit code is rank 0's
 
   nlohmann::ordered_json js;
   std::ostringstream t;
   char line[640];
-  const GoldenRule rule{c.dtype == "float32"};
   t << "diagnose: case " << c.name << " (strategy " << c.strategy << ", " << c.workload << ", dp " << c.layout.dp
     << " x tp " << c.layout.tp << " x pp " << c.layout.pp << ", " << c.dtype << ", " << K << " steps, reference "
     << spec.label() << ")\n  rule: "
@@ -341,29 +585,15 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
                                    std::to_string(run.snapshots.size()) + "): " + run.error);
   }
 
-  const SnapshotRun ref = reference_snapshots<double>(c, *info, w, saved, registry);
-  SnapshotRun ref32;
-  if (rule.precision) {
-    CaseConfig c32 = c;
-    c32.dtype = "float32";
-    ref32 = reference_snapshots<float>(c32, *info, w, saved, registry);
-  }
-  // The first step whose loss (at parameters that agreed) or parameters after it break the rule.
-  int first = -1;
-  bool loss_first = false;
   js["steps"] = nlohmann::ordered_json::array();
-  for (int k = 0; k < K && first < 0; ++k) {
-    std::vector<double> l32;
-    if (rule.precision) l32 = {ref32.losses[k]};
-    const double lv = rule.judge({run.losses[k]}, {ref.losses[k]}, rule.precision ? &l32 : nullptr);
-    const double pv = rule.judge(run.snapshots[k], ref.snapshots[k], rule.precision ? &ref32.snapshots[k] : nullptr);
-    std::snprintf(line, sizeof line, "  step %d: loss %.17g (reference %.17g) %s %s %s; parameters after it %s %s %s\n",
+  for (size_t k = 0; k < loss_value.size(); ++k) {
+    const double lv = loss_value[k], pv = params_value[k];
+    std::snprintf(line, sizeof line, "  step %zu: loss %.17g (reference %.17g) %s %s %s; parameters after it %s %s %s\n",
                   k, run.losses[k], ref.losses[k], rule.name().c_str(), sci(lv).c_str(), rule.pass(lv) ? "PASS" : "FAIL",
                   rule.name().c_str(), sci(pv).c_str(), rule.pass(pv) ? "PASS" : "FAIL");
     t << line;
     js["steps"].push_back({{"step", k}, {"loss", run.losses[k]}, {"reference_loss", ref.losses[k]},
                            {"loss_" + rule.name(), lv}, {"params_" + rule.name(), pv}});
-    if (!rule.pass(lv) || !rule.pass(pv)) first = k, loss_first = !rule.pass(lv);
   }
 
   if (first < 0) {
@@ -432,10 +662,12 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   }
 
   const std::string what = sgd ? "grad" : "update";
-  if (loss_first)
+  std::string forward_summary;  // where in the forward pass, when the loss diverged first
+  if (loss_first) {
     t << "first divergence: step " << first << "'s loss, at parameters that agree with the reference: the forward "
-      << "pass is wrong (every gradient below inherits it; the tensors' order does not locate a forward bug)\n";
-  else
+      << "pass is wrong (every gradient below inherits it)\n";
+    if (tap_forward) forward_summary = locate_forward(c, w, first, ref, ref32, rule, tensors, forward_by_rank, t, js);
+  } else
     t << "first divergence: step " << first << ", its update (the loss agrees: the forward pass is right)\n";
   t << "  " << (sgd ? "gradients recovered from the SGD update, g = g_ref - (p - p_ref)/lr (strategies expose no "
                       "gradient; see harness/diagnose.cpp)"
@@ -524,7 +756,9 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   std::string summary =
       loss_first ? "first divergence: step " + std::to_string(first) + ", the forward pass (its loss differs at "
                    "parameters that agree; " + std::to_string(diffs.size()) + " of " + std::to_string(tensors.size()) +
-                   " tensors' gradients differ after it); activations are not compared, so the block is not located"
+                   " tensors' gradients differ after it): " +
+                   (forward_summary.empty() ? "a twin's activations are not compared, so the block is not located"
+                                            : forward_summary)
                  : "first divergence: step " + std::to_string(first) + ", " + d0.param->name + " (" + what + ") " +
                        element_text(d0) + ", rel err " + sci(sgd ? d0.grad_rel : d0.rule_value) + "; " + d0.owner;
   if (diffs.size() > 1 && !loss_first)

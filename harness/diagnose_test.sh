@@ -102,14 +102,36 @@ for s in zero1 zero2; do
     "pattern: the update of 6 of 6 ZeRO shards \(dp 2 per unit\) landed one element after where it belongs"
 done
 # tp-no-row-reduce and tp-vocab-overlap: the loss of step 0 already differs (a forward bug),
-# with the tensor-parallel shards named.
+# with the tensor-parallel shards named, and the first block whose output differs from the
+# oracle's: the first transformer block (its row-parallel output is not summed) and the
+# embedding (a token looked up twice), the blocks before it agreeing.
 for s in tp-no-row-reduce tp-vocab-overlap; do
   diag 2 $s-float64
+  first_block=$([ $s = tp-no-row-reduce ] && echo 'blocks\.0' || echo 'wte\+wpe')
   expect $s-float64 1 \
     "^first divergence: step 0's loss, at parameters that agree with the reference: the forward pass is wrong" \
     "blocks.0.attn.proj.weight \(grad\) .*held by tp rank 0 \(rows 0-15 shard\), tp rank 1 \(rows 16-31 shard\)" \
-    "^first divergence: step 0, the forward pass \(its loss differs at parameters that agree; 53 of 53"
+    "^first divergence: step 0, the forward pass \(its loss differs at parameters that agree; 53 of 53.*: $first_block's output is the first that differs \(rel_err .* on tp rank 0-1, pp stage 0, dp rank 0; samples 0-23\); the blocks before it agree"
 done
+grep -Eq "^    wte\+wpe: PASS, worst rel_err 0.0e\+00 over 2 outputs" tp-no-row-reduce-float64.out ||
+  { echo "FAIL  tp-no-row-reduce-float64: the embedding's output is not shown agreeing"; failures=$((failures + 1)); }
+# float32: the error-ratio rule on each block's output, the embedding within it.
+diag 2 tp-no-row-reduce-float32
+expect tp-no-row-reduce-float32 1 "^    wte\+wpe: PASS, worst err_ratio" "^    blocks\.0: FAIL, worst err_ratio" \
+  "blocks\.0's output is the first that differs \(err_ratio"
+# In dp 2 x tp 2 x pp 2 (8 ranks): every replica's samples and the second stage's blocks
+# are compared, the bug placed in blocks.0 on stage 0 of both replicas.
+diag 8 hybrid-no-row-reduce
+expect hybrid-no-row-reduce 1 "^    wte\+wpe: PASS, worst rel_err 0.0e\+00 over 8 outputs" \
+  "^    blocks\.2: FAIL, .*over 8 outputs; differs on tp rank 0-1, pp stage 1, dp rank 0-1; samples 0-23" \
+  "blocks\.0's output is the first that differs \(rel_err .* on tp rank 0-1, pp stage 0, dp rank 0-1; samples 0-23\)"
+# The MLP under tp: the column-parallel layer's output is sharded (left out, and said so);
+# the row-parallel layer after it is the first compared output that differs.
+MLPTP="$WORK/mlp-tp.toml"
+printf '[defaults]\nworkload = "mlp-tiny"\nsteps = 2\n\n[[case]]\nname = "mlp-no-row-reduce"\nstrategy = "tp-no-row-reduce"\ntp = 2\n' >"$MLPTP"
+diag 2 mlp-no-row-reduce "$MLPTP"
+expect mlp-no-row-reduce 1 "^    layers\.0: not compared \(2 column-sharded outputs not compared\)" \
+  "layers\.1's output is the first that differs"
 # pp-1f1b-drop-last: the gradient lacks exactly the last microbatch (6 of 24 samples each).
 diag 2 pp-1f1b-drop-last-float64
 expect pp-1f1b-drop-last-float64 1 "^first divergence: step 0, its update" "53 of 53 tensors differ" \

@@ -4,6 +4,7 @@
 // golden/MANIFEST.md is the contract of the kit's layout; harness/checks.hpp owns the rules.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -111,9 +112,10 @@ template <class T>
 SnapshotRun reference_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
                                 const std::vector<int>& saved, const StrategyRegistry& registry);
 // Case c trained by `info` on the ranks of `side` (exactly the case's ranks), in the case's
-// dtype. Collective over `side`.
+// dtype. Collective over `side`. before_run(k), when given, is called before the run of k+1 steps.
 SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
-                               const std::vector<int>& saved, MpiComm& side);
+                               const std::vector<int>& saved, MpiComm& side,
+                               const std::function<void(int)>& before_run = {});
 
 // Judges a user's results against the kit. Throws ConfigError naming the file (and tensor)
 // for a kit whose files do not match its manifest and for malformed or mismatched results.

@@ -225,9 +225,11 @@ SnapshotRun reference_snapshots(const CaseConfig& c, const StrategyInfo& info, c
 }
 
 SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, const WorkloadSpec& w,
-                               const std::vector<int>& saved, MpiComm& side) {
+                               const std::vector<int>& saved, MpiComm& side,
+                               const std::function<void(int)>& before_run) {
   SnapshotRun out;
   for (int k : saved) {
+    if (before_run) before_run(k);
     CaseConfig ck = c;
     ck.steps = k + 1;
     auto stats = std::make_shared<CommStats>();

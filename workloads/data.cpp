@@ -24,6 +24,7 @@ void TeacherData::fill(int64_t step, int64_t global_batch, int64_t first, int64_
   CounterRng rng(seed_, kInputStream);
   std::vector<double> x(in_dim_), h(kTeacherHidden);
   out.rows = count;
+  out.first = first;
   out.x_host.resize(static_cast<size_t>(count * in_dim_));
   out.labels.resize(count);
   for (int64_t s = 0; s < count; ++s) {
@@ -64,6 +65,7 @@ void DataSource::fill(int64_t step, int64_t global_batch, int64_t first, int64_t
   std::vector<int32_t> buf(count * (seq_ + 1));
   tokens_->fill(step, global_batch, first, count, buf.data());
   out.rows = count;
+  out.first = first;
   out.tokens.resize(count * seq_);
   out.labels.resize(count * seq_);
   for (int64_t s = 0; s < count; ++s) {

@@ -96,7 +96,13 @@ namespace {
 void call(const std::function<void(size_t)>& f, size_t u) {
   if (f) f(u);
 }
+ForwardTap& forward_tap() {
+  static ForwardTap tap;
+  return tap;
+}
 }  // namespace
+
+void set_forward_tap(ForwardTap tap) { forward_tap() = std::move(tap); }
 
 template <class T>
 double Model<T>::forward(int slot, const Micro<T>& mb, const T* in, T* out, const UnitHooks& hooks) {
@@ -116,6 +122,13 @@ double Model<T>::forward(int slot, const Micro<T>& mb, const T* in, T* out, cons
     }
     call(hooks.before_forward, u);
     loss += blocks_[u]->forward(slot, mb, x, y);
+    if (forward_tap() && y && blocks_[u]->out_per_row() > 0) {  // a stage's last block writes `out`
+      BlockOutput o{canonical_[u], mb.batch->first + mb.row0, mb.rows, blocks_[u]->out_per_row(), {}};
+      std::vector<T> host(static_cast<size_t>(o.rows * o.per_row));
+      be_.download(host.data(), y, o.rows * o.per_row);
+      o.values.assign(host.begin(), host.end());
+      forward_tap()(std::move(o));
+    }
     call(hooks.after_forward, u);
     x = y;
   }

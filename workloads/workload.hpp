@@ -98,6 +98,7 @@ struct Batch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> labels;
   int64_t rows = 0;
+  int64_t first = 0;  // the global batch's sample index of row 0 (DataSource::fill's `first`)
 };
 
 // A unit: one layer's parameters, a contiguous slice of the canonical flat order. Units are
@@ -112,6 +113,19 @@ struct ParamUnit {
 struct UnitHooks {
   std::function<void(size_t)> before_forward, after_forward, before_backward, after_backward;
 };
+
+// Diagnose's view of the forward pass (harness/diagnose.cpp): when a tap is set, every
+// Model::forward hands it every block output but the loss, downloaded as doubles
+// (exact for float and double). Process-wide and off by default: one tool sets it around
+// the runs it inspects, and the forward pass costs a test of an empty function otherwise.
+struct BlockOutput {
+  int64_t canonical = 0;  // the block's offset in the canonical parameter vector
+  int64_t sample0 = 0;    // the global batch's sample index of the first row
+  int64_t rows = 0, per_row = 0;  // per_row: this shard's output elements per row
+  std::vector<double> values;     // rows x per_row
+};
+using ForwardTap = std::function<void(BlockOutput&&)>;
+void set_forward_tap(ForwardTap tap);  // empty: off
 
 // The flat buffers' layout: every unit padded to a multiple of pad_to elements, so that
 // it splits evenly into pad_to shards (pad_to = dp for ZeRO and FSDP, 1 otherwise).

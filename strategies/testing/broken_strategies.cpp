@@ -215,6 +215,10 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {ddp, one_f_one_b, tensor_parallel<SkipsRowReduce>()}));
   r.add(trainer_entry("tp-vocab-overlap", "BROKEN: vocabulary shards overlap by one row", "tp",
                       {ddp, one_f_one_b, tensor_parallel<OverlappingVocab>()}));
+  // The same forward bug inside a dp x tp x pp layout: diagnose must place it in its block on
+  // every dp replica and pipeline stage.
+  r.add(trainer_entry("hybrid-no-row-reduce", "BROKEN: hybrid whose row-parallel layers skip their all-reduce (g)",
+                      "dp tp pp", {ddp, one_f_one_b, tensor_parallel<SkipsRowReduce>()}));
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
                       {ddp, std::make_shared<SkipsLastBackward>()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
