@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <exception>
 #include <limits>
 #include <map>
@@ -31,6 +32,7 @@
 #include "core/comm/mpi/watchdog.hpp"
 #include "core/mesh.hpp"
 #include "harness/checks.hpp"
+#include "harness/csv.hpp"
 #include "harness/golden.hpp"
 #include "harness/run_state.hpp"
 #include "harness/suite.hpp"
@@ -574,8 +576,9 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   auto finish = [&](int code, const std::string& summary) {
     js["summary"] = summary;
     t << summary << "\n";
-    std::fputs(o.format == "json" ? (js.dump(1) + "\n").c_str() : t.str().c_str(), stdout);
-    std::fflush(stdout);
+    const std::string text = o.format == "json" ? js.dump(1) + "\n" : t.str();
+    if (!o.output.empty()) write_file_atomic(o.output, text);
+    else std::fputs(text.c_str(), stdout), std::fflush(stdout);
     return code;
   };
   if (!run.error.empty()) {
@@ -765,6 +768,39 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
     summary += "; first in backward order: " + dl.param->name + " " + element_text(dl) + "; " + dl.owner;
   if (!pattern.empty()) summary += "; " + pattern;
   return finish(kExitFailed, summary);
+}
+
+int diagnose_failures(const std::string& suite, const std::vector<FailedCase>& failed, const std::string& out_dir,
+                      const StrategyRegistry& registry, MpiComm& world) {
+  std::string names;  // rank 0's list, one case a line, a crashed case marked with '!'
+  if (world.rank() == 0)
+    for (const FailedCase& f : failed) names += (f.reason.rfind("crash", 0) == 0 ? "!" : "") + f.name + "\n";
+  int len = static_cast<int>(names.size());
+  PTS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, world.native()));
+  names.resize(len);
+  PTS_MPI_CHECK(MPI_Bcast(names.data(), len, MPI_CHAR, 0, world.native()));
+  const std::string dir = out_dir + "/diagnose";
+  if (world.rank() == 0 && len > 0) std::filesystem::create_directories(dir);
+  int diagnosed = 0;
+  std::istringstream in(names);
+  for (std::string name; std::getline(in, name);) {
+    const bool crashed = name[0] == '!';
+    if (crashed) name.erase(0, 1);
+    const std::string file = dir + "/" + name + ".txt";
+    if (crashed) {
+      if (world.rank() == 0)
+        write_file_atomic(file, "not diagnosed: the case crashed the run (re-running it could crash again); run "
+                                "`ptsuite diagnose` on it by hand\n");
+      continue;
+    }
+    try {
+      diagnose({suite, name, "text", file}, registry, world);
+      ++diagnosed;
+    } catch (const ConfigError& e) {  // thrown on every rank before anything runs
+      if (world.rank() == 0) write_file_atomic(file, std::string("not diagnosed: ") + e.what() + "\n");
+    }
+  }
+  return diagnosed;
 }
 
 }  // namespace pts

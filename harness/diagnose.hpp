@@ -7,6 +7,7 @@
 // judged by its normal memory and communication checks instead, and the failing one named.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/comm/mpi/mpi_comm.hpp"
 #include "strategies/registry.hpp"
@@ -16,6 +17,7 @@ namespace pts {
 struct DiagnoseOptions {
   std::string suite, case_name;
   std::string format = "text";  // text | json
+  std::string output;           // a file rank 0 writes the diagnosis to (empty: stdout)
 };
 
 // Collective over `world`. Prints the diagnosis on rank 0 and returns the exit code: 0 the
@@ -23,5 +25,15 @@ struct DiagnoseOptions {
 // Throws ConfigError before anything runs for a bad suite, an unknown case, a layout that
 // needs more ranks than `world` has, or a reference diagnose cannot re-run (replay).
 int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm& world);
+
+// `ptsuite run --diagnose`: after a run, every case of `failed` (rank 0's list; the other
+// ranks' is ignored) diagnosed into OUT_DIR/diagnose/<case>.txt, or the reason it cannot be
+// (a replay reference, a case that crashed the run: re-running it could crash again).
+// Collective over `world`. Returns the number of cases diagnosed.
+struct FailedCase {
+  std::string name, reason;
+};
+int diagnose_failures(const std::string& suite, const std::vector<FailedCase>& failed, const std::string& out_dir,
+                      const StrategyRegistry& registry, MpiComm& world);
 
 }  // namespace pts

@@ -191,5 +191,26 @@ expect ddp-sum-dp3-float64 2 "needs dp\(3\) \* tp\(1\) \* pp\(1\) = 3 ranks; mpi
 diag 2 missing "$WORK/missing.toml"
 expect missing 2 "missing.toml"
 
+# ptsuite run --diagnose: every failed case diagnosed into OUT/diagnose/<case>.txt after the run
+# (the forward bug, a gradient bug, a memory bug), the replay case's file saying why not;
+# run's own exit status (1: cases failed) and its CSV are unchanged.
+"$MPIEXEC" -q --allow-run-as-root --oversubscribe --bind-to none -np 8 -x OPENBLAS_NUM_THREADS=1 "$PLANTED" run "$SUITE" \
+  --filter '^(tp-no-row-reduce-float64|ddp-sum-dp2-float64|ddp-leak-dp2-float64|ps-drop-float64)$' --out "$WORK/rd" \
+  --diagnose --progress none >rd.out 2>rd.err
+rc=$?
+rd_ok=1
+[ "$rc" -eq 1 ] || { echo "  run --diagnose: exit $rc, expected 1"; rd_ok=0; }
+grep -q "diagnosed 3 of 4 failed cases" rd.out || { echo "  run --diagnose: no 'diagnosed 3 of 4' line"; rd_ok=0; }
+[ "$(tail -n +2 "$WORK/rd/cases.csv" | wc -l)" -eq 4 ] ||
+  { echo "  run --diagnose: cases.csv does not hold the 4 cases"; rd_ok=0; }
+for pair in "tp-no-row-reduce-float64:blocks\.0's output is the first that differs" \
+            "ddp-sum-dp2-float64:the whole gradient is 2 x the reference's" \
+            "ddp-leak-dp2-float64:rank [0-3] memory: grad peak" \
+            "ps-drop-float64:^not diagnosed: .*replay references are not supported"; do
+  f="$WORK/rd/diagnose/${pair%%:*}.txt"
+  grep -Eq -- "${pair#*:}" "$f" 2>/dev/null || { echo "  run --diagnose: $f lacks /${pair#*:}/"; rd_ok=0; }
+done
+if [ $rd_ok -eq 1 ]; then echo "PASS  run --diagnose"; else echo "FAIL  run --diagnose"; cat rd.out rd.err | head -20; failures=$((failures + 1)); fi
+
 echo "$failures failure(s)"
 [ "$failures" -eq 0 ]

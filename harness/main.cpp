@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--filter", filter, "only cases whose name matches this regular expression");
   run_cmd->add_flag("--quiet", quiet, "no progress, summary or warnings");
+  bool run_diagnose = false;
+  run_cmd->add_flag("--diagnose", run_diagnose,
+                    "after the run, diagnose every failed case into OUT/diagnose/<case>.txt (ptsuite diagnose)");
   std::string progress = "auto";
   run_cmd->add_option("--progress", progress,
                       "auto (a live line on a terminal outside mpirun/CI, else lines), live, lines or none")
@@ -248,7 +251,16 @@ int main(int argc, char** argv) {
       if (resume && out_dir.empty()) throw pts::ConfigError("--resume needs the --out of the run to continue");
       pts::set_watchdog_timeout(timeout_s);
       pts::RunOptions opts{out_dir, filter, quiet, pts::parse_progress_mode(progress), resume};
-      code = pts::run_suite(suite, registry, opts, world).exit_code();
+      const pts::RunSummary summary = pts::run_suite(suite, registry, opts, world);
+      code = summary.exit_code();
+      if (run_diagnose && !summary.interrupted) {
+        std::vector<pts::FailedCase> failed;
+        for (const pts::Row& r : summary.cases)
+          if (r.at("verdict") == "FAIL") failed.push_back({r.at("case"), r.count("reason") ? r.at("reason") : ""});
+        const int n = pts::diagnose_failures(suite_path, failed, out_dir, registry, world);
+        if (rank == 0 && !quiet && !failed.empty())
+          std::printf("diagnosed %d of %zu failed cases: %s/diagnose/<case>.txt\n", n, failed.size(), out_dir.c_str());
+      }
     }
   } catch (const CLI::ParseError& e) {
     code = rank == 0 ? app.exit(e) : (e.get_exit_code() ? 2 : 0);

@@ -38,6 +38,7 @@ CASES = [
     ("gpt-tiny", "single", "float64", "regen", "none", "PASS"),
     ("gpt-tiny", "single", "float32", "kit", "none", "PASS"),
     ("gpt-tiny", "ddp", "float64", "kit", "none", "PASS"),
+    ("gpt-tiny", "ddp", "float32", "kit", "none", "PASS"),
     # (a) DDP gradients summed, not averaged: step 0's loss is right (it comes before any
     # update), its gradients are twice the golden ones: the first tensor in canonical order.
     ("mlp-tiny", "ddp", "float64", "kit", "ddp-sum", (0, "layers.0.weight", "grads")),
