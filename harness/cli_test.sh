@@ -78,6 +78,21 @@ check "cases.csv: both cases listed, in order" \
 check "steps.csv: header and 3 steps per case" test "$(wc -l <out_c/steps.csv 2>/dev/null)" = 7
 check "no temporary files left" test -z "$(find out_c -name '*.tmp' 2>/dev/null)"
 
+check "cases.csv: comm_backend is mpi for host tensors" \
+  test "$(python3 -c 'import csv,sys; print(" ".join(r["comm_backend"] for r in csv.DictReader(open(sys.argv[1]))))' out_c/cases.csv 2>/dev/null)" = "mpi mpi"
+
+# (c2) --set: a key over every case (steps 2 instead of 3); a bad one exits 2 and writes nothing.
+run c2 "${NP2[@]}" run tiny.toml --out out_c2 --set steps=2 --set backend=cpu --quiet
+check "--set steps=2 exits 0 (got $rc)" test "$rc" -eq 0
+check "--set steps=2: 2 steps per case in steps.csv" test "$(wc -l <out_c2/steps.csv 2>/dev/null)" = 5
+run c3 "${NP2[@]}" run tiny.toml --out out_c3 --set backend=tpu --quiet
+check "--set backend=tpu exits 2 (got $rc)" test "$rc" -eq 2
+check "--set backend=tpu: stderr names the key and the known backends" has c3.err "key 'backend': unknown backend 'tpu'; known: cpu"
+check "--set backend=tpu: --out dir not created" test ! -e out_c3
+run c4 "${NP2[@]}" run tiny.toml --out out_c4 --set steps --quiet
+check "--set without = exits 2 (got $rc)" test "$rc" -eq 2
+check "--set without =: stderr says KEY=VALUE" has c4.err "expected KEY=VALUE"
+
 # (d) the same --out again: refused, cases.csv untouched.
 cp out_c/cases.csv saved_cases.csv 2>/dev/null
 run d "${NP2[@]}" run tiny.toml --out out_c --quiet
@@ -98,6 +113,8 @@ check "list names workload mlp-medium" has f.out "mlp-medium"
 check "list names strategy ddp" has f.out "ddp"
 check "list shows gpt2-124m with its untied head" has f.out "163037184 params"
 check "list names strategy hybrid" has f.out "hybrid"
+check "list names the backends" has f.out "backends: cpu"
+check "list names the communicators" has f.out "communicators: mpi"
 
 # (g) unknown subcommand.
 run g "$BIN" frobnicate

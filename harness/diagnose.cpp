@@ -458,7 +458,7 @@ std::string locate_forward(const CaseConfig& c, const WorkloadSpec& w, int first
 
 int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm& world) {
   // The whole file is validated, but only the diagnosed case has to fit this run's ranks.
-  const Suite suite = load_suite(o.suite, registry, std::numeric_limits<int>::max());
+  const Suite suite = load_suite(o.suite, registry, std::numeric_limits<int>::max(), o.overrides);
   const CaseConfig* found = nullptr;
   std::string names;
   for (const CaseConfig& c : suite.cases) {
@@ -770,7 +770,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   return finish(kExitFailed, summary);
 }
 
-int diagnose_failures(const std::string& suite, const std::vector<FailedCase>& failed, const std::string& out_dir,
+int diagnose_failures(const std::string& suite, const std::vector<std::string>& overrides,
+                      const std::vector<FailedCase>& failed, const std::string& out_dir,
                       const StrategyRegistry& registry, MpiComm& world) {
   std::string names;  // rank 0's list, one case a line, a crashed case marked with '!'
   if (world.rank() == 0)
@@ -794,7 +795,7 @@ int diagnose_failures(const std::string& suite, const std::vector<FailedCase>& f
       continue;
     }
     try {
-      diagnose({suite, name, "text", file}, registry, world);
+      diagnose({suite, name, "text", file, overrides}, registry, world);
       ++diagnosed;
     } catch (const ConfigError& e) {  // thrown on every rank before anything runs
       if (world.rank() == 0) write_file_atomic(file, std::string("not diagnosed: ") + e.what() + "\n");

@@ -18,6 +18,7 @@ struct DiagnoseOptions {
   std::string suite, case_name;
   std::string format = "text";  // text | json
   std::string output;           // a file rank 0 writes the diagnosis to (empty: stdout)
+  std::vector<std::string> overrides;  // --set KEY=VALUE, as the run had them
 };
 
 // Collective over `world`. Prints the diagnosis on rank 0 and returns the exit code: 0 the
@@ -33,7 +34,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
 struct FailedCase {
   std::string name, reason;
 };
-int diagnose_failures(const std::string& suite, const std::vector<FailedCase>& failed, const std::string& out_dir,
+int diagnose_failures(const std::string& suite, const std::vector<std::string>& overrides,
+                      const std::vector<FailedCase>& failed, const std::string& out_dir,
                       const StrategyRegistry& registry, MpiComm& world);
 
 }  // namespace pts

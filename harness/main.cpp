@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "core/comm/case_comm.hpp"
 #include "core/comm/mpi/watchdog.hpp"
 #include "harness/compare.hpp"
 #include "harness/diagnose.hpp"
@@ -51,6 +52,10 @@ void list(const pts::StrategyRegistry& registry) {
     if (!note.empty()) std::printf(" (%s)", note.c_str());
     std::printf("\n");
   }
+  // What this build computes and communicates on: the suite's `backend` key, and the
+  // communicator a case then uses (cases.csv: comm_backend).
+  std::printf("backends: %s\n", pts::backend_names().c_str());
+  std::printf("communicators: %s\n", pts::comm_backend_names().c_str());
   std::printf("suites:\n");
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator("suite", ec))
@@ -121,6 +126,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run_cmd->add_option("--filter", filter, "only cases whose name matches this regular expression");
   run_cmd->add_flag("--quiet", quiet, "no progress, summary or warnings");
+  std::vector<std::string> overrides;
+  run_cmd->add_option("--set", overrides,
+                      "KEY=VALUE: the suite key set in every case, over the file's settings (repeatable; "
+                      "e.g. --set backend=cuda)");
   bool run_diagnose = false;
   run_cmd->add_flag("--diagnose", run_diagnose,
                     "after the run, diagnose every failed case into OUT/diagnose/<case>.txt (ptsuite diagnose)");
@@ -192,6 +201,7 @@ int main(int argc, char** argv) {
   pts::DiagnoseOptions dg;
   diagnose_cmd->add_option("suite", dg.suite, "suite file (TOML)")->required();
   diagnose_cmd->add_option("--case", dg.case_name, "name of the case, as ptsuite run names it")->required();
+  diagnose_cmd->add_option("--set", dg.overrides, "KEY=VALUE, as the run had it (repeatable)");
   diagnose_cmd->add_option("--format", dg.format, "text or json")->check(CLI::IsMember({"text", "json"}));
   try {
     app.parse(argc, argv);
@@ -240,7 +250,7 @@ int main(int argc, char** argv) {
       MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank exits with rank 0's verdict
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
-      pts::Suite suite = pts::load_suite(suite_path, registry, world.size());
+      pts::Suite suite = pts::load_suite(suite_path, registry, world.size(), overrides);
       if (out_dir.empty()) {
         out_dir = default_out_dir(suite_path);
         int len = static_cast<int>(out_dir.size());
@@ -250,14 +260,14 @@ int main(int argc, char** argv) {
       }
       if (resume && out_dir.empty()) throw pts::ConfigError("--resume needs the --out of the run to continue");
       pts::set_watchdog_timeout(timeout_s);
-      pts::RunOptions opts{out_dir, filter, quiet, pts::parse_progress_mode(progress), resume};
+      pts::RunOptions opts{out_dir, filter, quiet, pts::parse_progress_mode(progress), resume, overrides};
       const pts::RunSummary summary = pts::run_suite(suite, registry, opts, world);
       code = summary.exit_code();
       if (run_diagnose && !summary.interrupted) {
         std::vector<pts::FailedCase> failed;
         for (const pts::Row& r : summary.cases)
           if (r.at("verdict") == "FAIL") failed.push_back({r.at("case"), r.count("reason") ? r.at("reason") : ""});
-        const int n = pts::diagnose_failures(suite_path, failed, out_dir, registry, world);
+        const int n = pts::diagnose_failures(suite_path, overrides, failed, out_dir, registry, world);
         if (rank == 0 && !quiet && !failed.empty())
           std::printf("diagnosed %d of %zu failed cases: %s/diagnose/<case>.txt\n", n, failed.size(), out_dir.c_str());
       }

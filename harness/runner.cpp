@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/comm/case_comm.hpp"
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/link_comm.hpp"
 #include "harness/case_rows.hpp"
@@ -134,6 +135,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   RunRecord fresh;
   fresh.suite = suite.path;
   std::vector<std::string> parts{read_text(suite.path), opts.filter};
+  for (const std::string& o : opts.overrides) parts.push_back("--set " + o);
   for (const CaseConfig* c : cases) fresh.expected.push_back(c->name), parts.push_back(c->name);
   fresh.fingerprint = fingerprint_of(parts);
   RunRecord rec = prepare_out_dir(world, opts, fresh);
@@ -195,8 +197,10 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
     int outcome[2] = {0, 0};  // verdict FAIL, interrupted
     if (active) {
       auto stats = std::make_shared<CommStats>();
-      // Counting on top of the (optional) emulated link, over a private duplicate.
-      std::unique_ptr<Comm> base = MpiComm::duplicate(side.native(), "world");
+      // Counting on top of the (optional) emulated link, over a private duplicate: MPI, or
+      // NCCL / staged MPI when the backend's tensors are on GPUs.
+      CaseComm made = make_case_comm(side.native(), "world", find_backend(c.backend)->device_memory, info.tagged_p2p);
+      std::unique_ptr<Comm> base = std::move(made.comm);
       if (c.link.enabled()) base = std::make_unique<LinkComm>(std::move(base), c.link, stats);
       CountingComm counted(std::move(base), stats);
       auto on_step = [&](int s) { progress.step(s); };
@@ -207,6 +211,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       if (root && !outcome[1]) {
         Row row = finish_case(c, w, info, r, reports, refs, tables);
         row["oversubscribed"] = nodes.oversubscribed ? "1" : "0";
+        row["comm_backend"] = made.name;
         tables.cases.add(row);
         tables.append(opts.out_dir);
         mark_committed(rec, opts.out_dir, tables.files());

@@ -19,7 +19,8 @@ struct RunOptions {
   std::string filter;   // ECMAScript regex on case names; empty = all
   bool quiet = false;   // no progress lines, summary or warnings (tests)
   ProgressMode progress = ProgressMode::automatic;
-  bool resume = false;  // continue the run in out_dir (same suite and filter)
+  bool resume = false;  // continue the run in out_dir (same suite, filter and overrides)
+  std::vector<std::string> overrides;  // --set KEY=VALUE (applied by load_suite; fingerprinted)
 };
 
 struct RunSummary {

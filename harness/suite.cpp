@@ -494,11 +494,46 @@ std::vector<const StrategyInfo*> generated_strategies(const toml::table& g, cons
   return out;
 }
 
+// `over`'s settings replace those of the same keys in `settings`.
+void override_settings(std::vector<Setting>& settings, const std::vector<Setting>& over) {
+  for (const Setting& s : over) {
+    std::erase_if(settings, [&](const Setting& k) { return k.key == s.key; });
+    settings.push_back(s);
+  }
+}
+
+// `--set KEY=VALUE` as a TOML table: VALUE is a TOML value (2, 0.5, true, [1, 2], "x"), or
+// else the text itself as a string (backend=cuda).
+toml::table override_table(const std::vector<std::string>& overrides) {
+  const std::string source = "--set";
+  std::map<std::string, std::string> lines;  // the last --set of a key wins
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    std::string key = eq == std::string::npos ? "" : o.substr(0, eq);
+    std::erase_if(key, [](char ch) { return ch == ' '; });
+    if (key.empty() || key.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      throw ConfigError("--set '" + o + "': expected KEY=VALUE with a suite key (ptsuite list shows them)");
+    const std::string value = o.substr(eq + 1);
+    std::string line = key + " = " + value;
+    try {
+      (void)toml::parse(line, source);
+    } catch (const toml::parse_error&) {
+      if (value.find_first_of("\"\\\n") != std::string::npos)
+        throw ConfigError("--set '" + o + "': the value is neither a TOML value nor a plain word");
+      line = key + " = \"" + value + "\"";
+    }
+    lines[key] = line;
+  }
+  std::string text;
+  for (const auto& [key, line] : lines) text += line + "\n";
+  return toml::parse(text, source);
+}
+
 // A [[generate]] table: the cases of each selected strategy's matrix entries, with the
 // suite's [defaults] under an entry and the table's own settings over it.
-void expand_generate(const toml::table& g, const std::vector<Setting>& defaults, const std::vector<OptionSpec>& options,
-                     const std::string& path, const StrategyRegistry& registry, int world_size, Suite& suite,
-                     std::map<std::string, int>& name_lines) {
+void expand_generate(const toml::table& g, const std::vector<Setting>& defaults, const std::vector<Setting>& forced,
+                     const std::vector<OptionSpec>& options, const std::string& path, const StrategyRegistry& registry,
+                     int world_size, Suite& suite, std::map<std::string, int>& name_lines) {
   const std::vector<const StrategyInfo*> strategies = generated_strategies(g, path, registry);
   for (const char* key : {"name", "strategy"})
     if (const toml::node* n = g.get(key))
@@ -519,10 +554,8 @@ void expand_generate(const toml::table& g, const std::vector<Setting>& defaults,
       std::vector<Setting> settings = defaults;
       try {
         collect(t, path, options, false, settings, line);
-        for (const Setting& s : over) {
-          std::erase_if(settings, [&](const Setting& k) { return k.key == s.key; });
-          settings.push_back(s);
-        }
+        override_settings(settings, over);
+        override_settings(settings, forced);
         expand(settings, line, entry.shared, path, registry, world_size, suite, name_lines);
       } catch (const ConfigError& e) {
         throw ConfigError(std::string(e.what()) + " (in the cases generated for strategy '" + strategy->name +
@@ -570,7 +603,7 @@ std::vector<std::string> suite_keys(const StrategyRegistry& registry) {
 }
 
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
-                  int world_size) {
+                  int world_size, const std::vector<std::string>& overrides) {
   // toml++ recurses once per level of a dotted key (a.b.c = 1), with no depth limit like
   // the one it keeps for nested arrays and tables: 50,000 levels overflow the stack. A key
   // never spans lines, so dots per line bound the depth.
@@ -610,6 +643,10 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
            "unknown top-level key; a suite has description, [limits], [defaults], [[generate]] and [[case]] tables");
     }
   }
+  // --set: over every case's own settings, checked as a case's are.
+  const toml::table over_table = override_table(overrides);
+  std::vector<Setting> forced;
+  collect(over_table, "--set", options, false, forced);
   const toml::array* cases = root["case"].as_array();
   const toml::array* generated = root["generate"].as_array();
   if (!cases && !generated) throw ConfigError(path + ": no [[case]] or [[generate]] tables; nothing to run");
@@ -617,12 +654,13 @@ Suite parse_suite(const std::string& text, const std::string& path, const Strate
   std::map<std::string, int> name_lines;
   if (generated)
     for (const auto& g : *generated)
-      expand_generate(*g.as_table(), defaults, options, path, registry, world_size, suite, name_lines);
+      expand_generate(*g.as_table(), defaults, forced, options, path, registry, world_size, suite, name_lines);
   if (cases)
     for (const auto& case_node : *cases) {
       const toml::table& table = *case_node.as_table();
       std::vector<Setting> settings = defaults;
       collect(table, path, options, false, settings);
+      override_settings(settings, forced);
       expand(settings, line_of(table), false, path, registry, world_size, suite, name_lines);
     }
   return suite;
@@ -675,7 +713,8 @@ Suite matrix_suite(const StrategyRegistry& registry, const std::string& strategy
                      std::numeric_limits<int>::max());
 }
 
-Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size) {
+Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size,
+                 const std::vector<std::string>& overrides) {
   // stat first: opening a FIFO blocks until a writer comes, and /dev/zero never ends.
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw ConfigError(path + ": cannot open suite file");
@@ -687,7 +726,7 @@ Suite load_suite(const std::string& path, const StrategyRegistry& registry, int 
   if (!f) throw ConfigError(path + ": cannot open suite file");
   std::stringstream ss;
   ss << f.rdbuf();
-  return parse_suite(ss.str(), path, registry, world_size);
+  return parse_suite(ss.str(), path, registry, world_size, overrides);
 }
 
 }  // namespace pts

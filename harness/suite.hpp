@@ -36,9 +36,12 @@ struct Suite {
 };
 
 // Throws ConfigError("FILE:LINE: key 'KEY': what is wrong") on the first problem.
-Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size);
+// `overrides` ("KEY=VALUE", `ptsuite run --set`) replace that key in every case, after the
+// suite's [defaults] and each table's own settings (backend=cuda runs a CPU suite on GPUs).
+Suite load_suite(const std::string& path, const StrategyRegistry& registry, int world_size,
+                 const std::vector<std::string>& overrides = {});
 Suite parse_suite(const std::string& text, const std::string& path, const StrategyRegistry& registry,
-                  int world_size);
+                  int world_size, const std::vector<std::string>& overrides = {});
 
 // A strategy's conformance matrix as suite text: one [[case]] table per entry, each with
 // the number of cases it expands to (`ptsuite matrix`).

@@ -197,6 +197,59 @@ lr = 1
   EXPECT_EQ(ddp.layout.dp, 4);
 }
 
+// `ptsuite run --set KEY=VALUE`: over [defaults], each case's own value and a generated
+// case's, for every case; a plain word is a string, anything else a TOML value.
+TEST(Suite, SetOverridesReplaceTheKeyInEveryCase) {
+  const std::string text = R"([defaults]
+workload = "mlp-tiny"
+steps = 6
+global_batch = 32
+
+[[case]]
+strategy = "single"
+steps = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+strategy = "ddp"
+dp = 2
+backend = "cpu"
+)";
+  Suite s = parse_suite(text, "test.toml", registry(), 8, {"steps=3", "backend=cpu", "lr = 0.25"});
+  ASSERT_EQ(names_of(s), (std::vector<std::string>{"single-float64", "single-float32", "ddp"}));
+  for (const CaseConfig& c : s.cases) {
+    EXPECT_EQ(c.steps, 3) << c.name;
+    EXPECT_EQ(c.backend, "cpu") << c.name;
+    EXPECT_EQ(c.optimizer.lr, 0.25) << c.name;
+  }
+  // A list is a matrix axis, as in the file.
+  Suite m = parse_suite(text, "test.toml", registry(), 8, {"global_batch=[16, 32]"});
+  EXPECT_EQ(m.cases.size(), 6u);
+  // Generated cases too.
+  Suite g = parse_suite("[[generate]]\nstrategies = [\"ddp\"]\n", "test.toml", registry(), 8, {"steps=2"});
+  ASSERT_FALSE(g.cases.empty());
+  for (const CaseConfig& c : g.cases) EXPECT_EQ(c.steps, 2) << c.name;
+}
+
+TEST(SuiteErrors, BadSetOverridesAreNamed) {
+  const std::string text = "[[case]]\nstrategy = \"ddp\"\ndp = 2\n";
+  auto error = [&](std::vector<std::string> o) {
+    try {
+      parse_suite(text, "test.toml", registry(), 8, o);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "expected a ConfigError for --set " << o[0];
+    return std::string();
+  };
+  EXPECT_TRUE(contains(error({"backend"}), "--set 'backend': expected KEY=VALUE"));
+  EXPECT_TRUE(contains(error({"=3"}), "--set '=3': expected KEY=VALUE"));
+  EXPECT_TRUE(contains(error({"backend=tpu"}), "key 'backend': unknown backend 'tpu'"));
+  EXPECT_TRUE(contains(error({"stepz=3"}), "stepz"));
+  EXPECT_TRUE(contains(error({"steps=nan"}), "steps"));
+  EXPECT_TRUE(contains(error({"lr=a\"b"}), "neither a TOML value nor a plain word"));
+}
+
 TEST(Suite, EveryKeySetsItsField) {
   Suite s = parse(R"([[case]]
 name = "all"

@@ -520,6 +520,7 @@ StrategyInfo param_server_entry() {
       "asynchronous parameter server: the last `servers` ranks hold parameter shards, workers push and pull under "
       "bounded staleness (SSP)",
       validate_param_server);
+  e.tagged_p2p = true;  // pulls, pushes and control messages interleave per worker by tag
   e.reference.kind = "replay";
   e.reference.strategy = "param-server";
   e.reference.replay_f64 = replay<double>;

@@ -83,6 +83,9 @@ struct StrategyInfo {
   ReferenceSpec reference;
   std::vector<OptionSpec> options;  // the suite keys this strategy declares
   std::vector<MatrixEntry> matrix;  // what it is checked on (trainer_entry derives it)
+  // Matches point-to-point messages by tag, out of posting order: NCCL cannot, so on GPUs the
+  // case communicates over staged MPI (core/comm/case_comm.hpp).
+  bool tagged_p2p = false;
   const OptionSpec* option(const std::string& key) const {
     for (const auto& o : options)
       if (o.key == key) return &o;
@@ -97,7 +100,7 @@ StrategyInfo strategy_entry(std::string name, std::string description,
                             std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}, {}};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}, {}, false};
 }
 
 // The configuration of a twin for case c: the oracle's plus the case's strategy options,

@@ -126,6 +126,9 @@ struct BackendInfo {
   std::string name;
   std::unique_ptr<Backend<float>> (*make_f32)();
   std::unique_ptr<Backend<double>> (*make_f64)();
+  // Tensors in a GPU's memory: the case communicates through NCCL or staged MPI
+  // (core/comm/case_comm.hpp), never plain MPI on device pointers.
+  bool device_memory = false;
 };
 const BackendInfo* find_backend(const std::string& name);
 std::string backend_names();

@@ -7,11 +7,20 @@
 
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/mpi/mpi_comm.hpp"
+#include "core/comm/staging_comm.hpp"
 
 namespace pts {
 namespace {
 
+#ifdef PTS_STAGED_COMM
+// staging_comm_test: the same tests through StagingComm (every buffer staged through host
+// copies, as on ranks that share a GPU), so the staged path meets every op, in place and out.
+std::unique_ptr<Comm> world() {
+  return std::make_unique<StagingComm>(MpiComm::duplicate(MPI_COMM_WORLD, "world"), host_staging_copy());
+}
+#else
 std::unique_ptr<Comm> world() { return MpiComm::duplicate(MPI_COMM_WORLD, "world"); }
+#endif
 
 // Counts that cover one element, an odd length and a longer buffer.
 constexpr size_t kCounts[] = {1, 37, 1000};

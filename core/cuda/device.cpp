@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "core/error.hpp"
 
 namespace pts {
@@ -32,6 +34,24 @@ int select_cuda_device() {
   const int device = local % n;
   cuda_check(cudaSetDevice(device), "cudaSetDevice");
   return device;
+}
+
+cudaStream_t compute_stream() {
+  static cudaStream_t stream = [] {
+    select_cuda_device();
+    cudaStream_t s = nullptr;
+    PTS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  return stream;
+}
+
+std::string cuda_device_identity(int device) {
+  char bus[32] = {};
+  cuda_check(cudaDeviceGetPCIBusId(bus, sizeof bus, device), "cudaDeviceGetPCIBusId");
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return std::string("PCI ") + bus + " on host " + host;
 }
 
 std::string cuda_device_name(int device) {

@@ -20,6 +20,14 @@ int cuda_device_count();
 // Throws Error when no GPU is visible.
 int select_cuda_device();
 
+// The rank's compute stream (non-blocking, on the selected device; created on first use): every
+// backend op runs on it, and a collective orders itself after the work queued on it.
+cudaStream_t compute_stream();
+
+// "PCI 0000:3b:00.0 on host H": what identifies the GPU this rank uses across the job, so ranks
+// can tell whether they share one.
+std::string cuda_device_identity(int device);
+
 // "NVIDIA H200 (sm_90, 139.8 GiB)": for env.json and `ptsuite list`.
 std::string cuda_device_name(int device);
 

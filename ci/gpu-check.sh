@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The GPU checks in one go, for the lent GPU machine (README "On a GPU"): builds with CUDA,
+# runs the GPU unit tests, the quick suite on the GPU (4 ranks sharing it over staged MPI, and
+# the single-rank cases on NCCL), the GPU step benchmarks and the collective sweep on NCCL, and
+# prints one short table. Its machine has CUDA, nvcc, CMake and ninja but none of our Debian
+# libraries: ci/gpu-debs.sh fetches them here into .gpu-debs/, which this script unpacks.
+#   here:   bash ci/gpu-debs.sh
+#   device: run(command="bash ci/gpu-check.sh", carry=[".gpu-debs"], timeout_s=540)
+# Results (CSV, logs) go to $OUT (the device tool brings them back), else /tmp/gpu-check.
+# Also runs on a machine with the libraries installed (no .gpu-debs): then it uses them.
+# GPU_CHECK_TARGETS="rng_test comm_test" builds only those and stops: a dry run of the build.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu-check}
+mkdir -p "$OUT"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+declare -A RESULT
+note() { RESULT[$1]=$2; printf 'gpu-check: %-28s %s\n' "$1" "$2"; }
+T0=$SECONDS
+
+# --- the carried Debian libraries, relocated under $ROOT -------------------------------
+CMAKE_ARGS=()
+MPIRUN=mpirun
+if [[ -d .gpu-debs ]]; then
+  ROOT=/tmp/ptsdeb
+  rm -rf "$ROOT" && mkdir -p "$ROOT"
+  for f in .gpu-debs/*.deb; do dpkg -x "$f" "$ROOT"; done
+  A=x86_64-linux-gnu
+  ln -sf mpirun.openmpi "$ROOT/usr/bin/mpirun"
+  ln -sf mpicxx.openmpi "$ROOT/usr/bin/mpicxx"
+  export OPAL_PREFIX=$ROOT/usr  # Open MPI finds its plugins and help files under it
+  export PATH=$ROOT/usr/bin:$PATH
+  export LD_LIBRARY_PATH=$ROOT/usr/lib/$A:$ROOT/usr/lib/$A/openblas-pthread:$ROOT/usr/lib/$A/openmpi/lib:${LD_LIBRARY_PATH:-}
+  export PKG_CONFIG_PATH=$ROOT/usr/lib/$A/pkgconfig:$ROOT/usr/lib/$A/openblas-pthread/pkgconfig:$ROOT/usr/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$ROOT
+  CMAKE_ARGS+=(-DCMAKE_PREFIX_PATH="$ROOT/usr" -DPKG_CONFIG_EXECUTABLE="$ROOT/usr/bin/pkgconf"
+               -DMPI_CXX_COMPILER="$ROOT/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$ROOT/usr/bin/mpirun.openmpi")
+  MPIRUN=$ROOT/usr/bin/mpirun.openmpi
+fi
+MPIRUN=("$MPIRUN" --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1 -x LD_LIBRARY_PATH -x OPAL_PREFIX)
+[[ $(id -u) -eq 0 ]] && MPIRUN+=(--allow-run-as-root)
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1 | sed 's/^/gpu-check: gpu /'
+nvcc --version | tail -1 | sed 's/^/gpu-check: /'
+
+# --- build ------------------------------------------------------------------------------
+GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
+if cmake -S . -B build-gpu "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTSUITE_CUDA=ON -DPTSUITE_TESTS=ON \
+     -DPTSUITE_BENCH=ON "${CMAKE_ARGS[@]}" >"$OUT/configure.log" 2>&1 &&
+   cmake --build build-gpu -j"$(nproc)" ${GPU_CHECK_TARGETS:+--target $GPU_CHECK_TARGETS} >"$OUT/build.log" 2>&1; then
+  note build "ok ($((SECONDS - T0)) s)"
+else
+  tail -40 "$OUT/configure.log" "$OUT/build.log"
+  note build "FAILED (logs in $OUT)"
+  exit 1
+fi
+for bin in build-gpu/*; do
+  [[ -f $bin && -x $bin ]] || continue
+  missing=$(ldd "$bin" | grep "not found")
+  [[ -z $missing ]] || echo "gpu-check: $bin misses libraries: $missing"
+done
+[[ -n ${GPU_CHECK_TARGETS:-} ]] && exit 0  # a dry run of the build alone (tried where there is no GPU)
+build-gpu/ptsuite list | grep -E '^(backends|communicators):' | sed 's/^/gpu-check: /'
+
+# --- GPU unit tests (CTest label gpu: they skip without a GPU, so count the skips) ---------
+(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300) >"$OUT/gpu-tests.log" 2>&1
+status=$?
+summary=$(grep -E "tests passed|tests failed" "$OUT/gpu-tests.log" | tail -1)
+skipped=$(grep -c "Skipped\|SKIPPED" "$OUT/gpu-tests.log")
+note gpu-unit-tests "$([[ $status == 0 ]] && echo ok || echo FAILED): $summary; $skipped skip lines"
+grep -E "max rel err|rel_err" "$OUT/gpu-tests.log" | head -40 > "$OUT/gpu-op-errors.txt"
+
+# --- the quick suite on the GPU ----------------------------------------------------------
+verdicts() {  # DIR -> "N cases: P PASS, F FAIL; comm_backend ..."
+  python3 - "$1/cases.csv" <<'PY'
+import csv, sys, collections
+rows = list(csv.DictReader(open(sys.argv[1])))
+v = collections.Counter(r["verdict"] for r in rows)
+c = collections.Counter(r.get("comm_backend", "?") for r in rows)
+fails = [r["case"] for r in rows if r["verdict"] == "FAIL"]
+print(f"{len(rows)} cases: {v['PASS']} PASS, {v['FAIL']} FAIL; comm {dict(c)}" + (f"; failed: {' '.join(fails[:6])}" if fails else ""))
+PY
+}
+run_quick() {  # NAME NP ARGS...
+  local name=$1 np=$2; shift 2
+  rm -rf "$OUT/$name"
+  timeout 240 "${MPIRUN[@]}" -np "$np" build-gpu/ptsuite run suite/quick.toml --out "$OUT/$name" --progress none "$@" \
+    >"$OUT/$name.log" 2>&1
+  local s=$?
+  if [[ -f $OUT/$name/cases.csv ]]; then note "$name" "exit $s, $(verdicts "$OUT/$name")"
+  else tail -20 "$OUT/$name.log"; note "$name" "exit $s, no cases.csv"; fi
+}
+run_quick quick-cuda-4ranks 4 --set backend=cuda
+run_quick quick-cuda-nccl-1rank 1 --set backend=cuda --filter '^single'
+run_quick quick-tf32-4ranks 4 --set backend=cuda-tf32 --filter 'float32'
+
+# --- benchmarks ---------------------------------------------------------------------------
+if [[ -x build-gpu/ptsuite_bench ]]; then
+  timeout 180 build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5s \
+    --benchmark_out="$OUT/step-bench.json" --benchmark_out_format=json >"$OUT/step-bench.log" 2>&1
+  note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
+  grep '^BM_' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
+fi
+if build-gpu/ptsuite bench --help >/dev/null 2>&1; then
+  timeout 120 "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
+    --out "$OUT/bench-nccl" >"$OUT/bench-nccl.log" 2>&1
+  note bench-nccl-1rank "exit $? ($OUT/bench-nccl.log)"
+  timeout 120 "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 64M \
+    --out "$OUT/bench-staged" >"$OUT/bench-staged.log" 2>&1
+  note bench-staged-4ranks "exit $? ($OUT/bench-staged.log)"
+fi
+
+echo
+echo "gpu-check summary ($((SECONDS - T0)) s):"
+for k in "${!RESULT[@]}"; do printf '  %-28s %s\n' "$k" "${RESULT[$k]}"; done | sort

@@ -1,0 +1,28 @@
+// The communicator a case's strategy talks through, chosen by where its tensors live: MPI
+// for host memory; for a GPU backend NCCL when every rank has a GPU of its own, MPI with host
+// staging when ranks share one (NCCL cannot) or when the strategy matches point-to-point
+// messages by tag (NCCL matches them in posting order only). cases.csv names the choice
+// (`comm_backend`).
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "core/comm/comm.hpp"
+
+namespace pts {
+
+struct CaseComm {
+  std::unique_ptr<Comm> comm;
+  std::string name;  // "mpi", "nccl" or "mpi-staged"
+};
+
+// Collective over `group` (a private duplicate is made). PTSUITE_COMM=mpi-staged in the
+// environment forces staging on GPU backends, to compare it with NCCL on the same GPUs.
+CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p);
+
+// The communicators this build has ("mpi", and with CUDA "nccl" and "mpi-staged"): `ptsuite list`.
+std::string comm_backend_names();
+
+}  // namespace pts
