@@ -53,9 +53,9 @@ check "sweep: table header on stdout" has good.out "#wrong"
 check "sweep: bench.csv written" test -s good/bench.csv
 check "sweep: env.json written" test -s good/env.json
 check "sweep: bench.csv header" test "$(head -1 good/bench.csv 2>/dev/null)" = \
-  "op,ranks,size,count,type,redop,root,time_us,algbw,busbw,wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong"
+  "size,count,type,redop,root,op,ranks,time_us,algbw,busbw,wrong,ip_time_us,ip_algbw,ip_busbw,ip_wrong"
 for op in all_reduce reduce_scatter all_gather all_to_all broadcast send_recv; do
-  check "sweep: $op has 10 rows (8 B .. 4 KiB)" test "$(grep -c "^$op,2," good/bench.csv)" -eq 10
+  check "sweep: $op has 10 rows (8 B .. 4 KiB)" test "$(grep -c ",$op,2," good/bench.csv)" -eq 10
 done
 check "sweep: every #wrong is 0 or N/A" test "$(awk -F, 'NR > 1 && ($11 != "0" || ($15 != "0" && $15 != ""))' good/bench.csv | wc -l)" -eq 0
 check "sweep: no temporary file left" test ! -e good/bench.csv.tmp -a ! -e good/env.json.tmp

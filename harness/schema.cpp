@@ -185,13 +185,13 @@ const CsvSchema& bench_schema() {
       "per op per size, the nccl-tests convention. Columns prefixed `ip_` are empty where the op has no in-place "
       "form in the Comm interface (reduce_scatter, all_to_all, send_recv); `wrong` columns are empty with --check 0.",
       {
-          {"op", "-", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast (root 0; out of place the root first copies its input into the one buffer Comm::broadcast takes) or send_recv (each rank sends to rank+1 and receives from rank-1)", Compare::key},
-          {"ranks", "count", "ranks of the communicator (n)", Compare::key},
           {"size", "bytes", "nccl-tests size: the whole buffer (all_reduce, broadcast, send_recv), the whole input (reduce_scatter), the whole output (all_gather, all_to_all); the requested size rounded down so each rank's block is whole elements", Compare::key},
           {"count", "elements", "size / element size", Compare::setting},
           {"type", "-", "float32 or float64", Compare::setting},
           {"redop", "-", "sum (all_reduce, reduce_scatter) or none", Compare::setting},
           {"root", "index", "broadcast's root rank; -1 for the others", Compare::setting},
+          {"op", "-", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast (root 0; out of place the root first copies its input into the one buffer Comm::broadcast takes) or send_recv (each rank sends to rank+1 and receives from rank-1)", Compare::key},
+          {"ranks", "count", "ranks of the communicator (n)", Compare::key},
           {"time_us", "us", "out of place: each rank's mean time per call over --iters calls (after --warmup), averaged over ranks", Compare::timing},
           {"algbw", "GB/s", "out of place: size / time_us (GB = 1e9 bytes)", Compare::timing},
           {"busbw", "GB/s", "out of place: algbw times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; broadcast, send_recv 1)", Compare::timing},
