@@ -177,10 +177,17 @@ std::unique_ptr<Comm> make_bench_comm(const std::string& name, MpiComm& world) {
 
 namespace {
 
-// What rank r puts at element j of its input: a small positive integer, so every sum over
-// ranks is exact in float32 and float64, a misplaced block or a dropped rank shows as a
-// different value, and -1 (the fill of every output before the checked call) never is one.
-double input_value(int r, size_t j) { return static_cast<double>((j * 7 + static_cast<size_t>(r) * 3) % 9 + 1); }
+// What rank r puts at element j of its input: an integer in 1..1000 hashed from (r, j), so
+// sums over up to 16,000 ranks are exact in float32 (< 2^24) and float64, a block from the
+// wrong rank or offset differs in almost every element (no short period in j or r), and -1,
+// the fill of every output before the checked call, is never a result.
+double input_value(int r, size_t j) {
+  uint64_t x = static_cast<uint64_t>(j) * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(r + 1) * 0xC2B2AE3D27D4EB4Full;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  return static_cast<double>(x % 1000 + 1);
+}
 constexpr double kUntouched = -1;
 
 template <class T>

@@ -1,12 +1,14 @@
 // ptsuite bench's sweep under MPI (np 2, 3, 4): every op exact in and out of place in float32 and
-// float64 over 8 B .. 64 KiB, sizes rounded to whole blocks, busbw from bus_factor; a planted
-// communicator whose all_reduce drops its last element is caught element for element (and
-// nothing else is blamed); an impossible --min-busbw names the size; the parsers refuse bad input.
+// float64 over 8 B .. 64 KiB, sizes rounded to whole blocks, busbw from bus_factor; planted
+// communicators whose all_reduce drops its last element or whose all_gather drops the last
+// rank's block are caught element for element (and nothing else is blamed); an impossible
+// --min-busbw names the size; the parsers refuse bad input.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
 #include "harness/collective_bench.hpp"
@@ -56,6 +58,45 @@ class DropLastAllReduce final : public Comm {
   void barrier() override { inner_.barrier(); }
 
  private:
+  Comm& inner_;
+};
+
+// A test-only Comm decorator whose all_gather never delivers the last rank's block: it is
+// built from broadcasts of the other blocks (the own block copied on the host: CPU buffers
+// only), so that block keeps the -1 fill on every rank, its owner's too unless in place.
+class DropLastBlockAllGather final : public Comm {
+ public:
+  explicit DropLastBlockAllGather(Comm& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& axis() const override { return inner_.axis(); }
+  std::unique_ptr<Comm> split(int color, int key, const std::string& axis) override {
+    return inner_.split(color, key, axis);
+  }
+  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t) override { return inner_.iall_reduce(s, r, n, t); }
+  RequestPtr ireduce_scatter(const void* s, void* r, size_t n, DType t) override {
+    return inner_.ireduce_scatter(s, r, n, t);
+  }
+  RequestPtr iall_gather(const void* s, void* r, size_t n, DType t) override {
+    const size_t block = n * dtype_size(t);
+    char* out = static_cast<char*>(r);
+    if (rank() + 1 < size() && s != out + rank() * block) std::memcpy(out + rank() * block, s, block);
+    for (int q = 0; q + 1 < size(); ++q) inner_.broadcast(out + q * block, n, t, q);
+    return std::make_unique<Done>();
+  }
+  RequestPtr ibroadcast(void* b, size_t n, DType t, int root) override { return inner_.ibroadcast(b, n, t, root); }
+  RequestPtr iall_to_all(const void* s, void* r, size_t n, DType t) override { return inner_.iall_to_all(s, r, n, t); }
+  RequestPtr isend(const void* b, size_t n, DType t, int peer, int tag) override {
+    return inner_.isend(b, n, t, peer, tag);
+  }
+  RequestPtr irecv(void* b, size_t n, DType t, int peer, int tag) override { return inner_.irecv(b, n, t, peer, tag); }
+  void barrier() override { inner_.barrier(); }
+
+ private:
+  struct Done final : Request {
+    void wait() override {}
+    bool test() override { return true; }
+  };
   Comm& inner_;
 };
 
@@ -124,13 +165,38 @@ TEST(BenchPlanted, DroppedAllReduceElementIsCountedOnEveryRank) {
     // (a positive integer, never the sum over n >= 2 ranks).
     const int64_t want = row.op == BenchOp::all_reduce ? n : 0;
     EXPECT_EQ(*row.out_of_place.wrong, want);
-    if (row.in_place) EXPECT_EQ(*row.in_place->wrong, want);
+    if (row.in_place) {
+      EXPECT_EQ(*row.in_place->wrong, want);
+    }
   }
   ASSERT_FALSE(r.failures.empty());
   EXPECT_NE(r.failures.front().find("all_reduce at 8 B"), std::string::npos) << r.failures.front();
   EXPECT_NE(r.failures.front().find(std::to_string(n) + " wrong elements out of place"), std::string::npos)
       << r.failures.front();
   for (const std::string& f : r.failures) EXPECT_EQ(f.rfind("all_reduce at ", 0), 0u) << f;
+}
+
+TEST(BenchPlanted, DroppedAllGatherBlockIsCountedElementForElement) {
+  BenchOptions o = small_sweep("float32");
+  o.ops = {BenchOp::all_gather, BenchOp::all_reduce};
+  auto mpi = make_bench_comm("mpi", world());
+  DropLastBlockAllGather broken(*mpi);
+  const BenchResult r = run_collective_bench(o, broken, world(), false);
+  const int n = world().size();
+  EXPECT_EQ(r.exit_code(), 1);
+  ASSERT_FALSE(r.rows.empty());
+  for (const BenchRow& row : r.rows) {
+    SCOPED_TRACE(std::string(to_string(row.op)) + " at " + std::to_string(row.size_bytes) + " B");
+    const int64_t c = static_cast<int64_t>(row.count) / n;  // one block
+    // Out of place every rank misses the block; in place its owner holds it already.
+    EXPECT_EQ(*row.out_of_place.wrong, row.op == BenchOp::all_gather ? n * c : 0);
+    EXPECT_EQ(*row.in_place->wrong, row.op == BenchOp::all_gather ? (n - 1) * c : 0);
+  }
+  const auto gathers = std::count_if(r.rows.begin(), r.rows.end(), [](const BenchRow& row) {
+    return row.op == BenchOp::all_gather;
+  });
+  EXPECT_EQ(r.failures.size(), 2u * gathers);  // every all_gather row, out of and in place
+  EXPECT_EQ(r.failures.front().rfind("all_gather at ", 0), 0u) << r.failures.front();
 }
 
 TEST(BenchGate, ImpossibleBusbwFailsNamingOpAndSize) {

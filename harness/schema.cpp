@@ -195,7 +195,7 @@ const CsvSchema& bench_schema() {
           {"time_us", "us", "out of place: each rank's mean time per call over --iters calls (after --warmup), averaged over ranks", Compare::timing},
           {"algbw", "GB/s", "out of place: size / time_us (GB = 1e9 bytes)", Compare::timing},
           {"busbw", "GB/s", "out of place: algbw times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; broadcast, send_recv 1)", Compare::timing},
-          {"wrong", "count", "out of place: output elements that differ from the exact result, summed over ranks (inputs are small integers, so every result is exact)", Compare::exact},
+          {"wrong", "count", "out of place: output elements that differ from the exact result, summed over ranks (inputs are integers 1..1000, so every result is exact)", Compare::exact},
           {"ip_time_us", "us", "in place (all_reduce: send = recv; all_gather: send = recv + rank * count / n; broadcast: one buffer): as time_us", Compare::timing},
           {"ip_algbw", "GB/s", "in place: as algbw", Compare::timing},
           {"ip_busbw", "GB/s", "in place: as busbw", Compare::timing},
