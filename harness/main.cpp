@@ -1,5 +1,5 @@
 // ptsuite: the command line. Subcommands list, matrix, run (under mpirun), schema, compare and
-// golden (export, results under mpirun, verify) and diagnose (under mpirun).
+// golden (export, results under mpirun, verify), diagnose and bench (under mpirun).
 // Exit status: 0 all cases pass (compare: nothing regressed), 1 a case failed a check
 // (compare: a regression), 2 bad input (nothing ran); run also 3 interrupted by SIGINT/SIGTERM
 // (continue with --resume), 4 the watchdog ended the job, 5 --resume recorded a case that
@@ -15,6 +15,7 @@
 
 #include "core/comm/case_comm.hpp"
 #include "core/comm/mpi/watchdog.hpp"
+#include "harness/collective_bench.hpp"
 #include "harness/compare.hpp"
 #include "harness/diagnose.hpp"
 #include "harness/golden.hpp"
@@ -203,6 +204,27 @@ int main(int argc, char** argv) {
   diagnose_cmd->add_option("--case", dg.case_name, "name of the case, as ptsuite run names it")->required();
   diagnose_cmd->add_option("--set", dg.overrides, "KEY=VALUE, as the run had it (repeatable)");
   diagnose_cmd->add_option("--format", dg.format, "text or json")->check(CLI::IsMember({"text", "json"}));
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "collective bandwidth sweep in the nccl-tests convention, every result checked (under mpirun; exit 0 "
+               "pass, 1 a wrong result or a missed --min-busbw, 2 bad input)");
+  pts::BenchOptions bo;
+  std::string bench_ops, bench_min = "8", bench_max = "64M", bench_gates, bench_out;
+  int bench_check = 1;
+  bench_cmd->add_option("--ops", bench_ops, "comma-separated ops (default all: " + pts::bench_op_names() + ")");
+  bench_cmd->add_option("--min-bytes", bench_min, "smallest size, bytes (K, M, G: x1024)")->capture_default_str();
+  bench_cmd->add_option("--max-bytes", bench_max, "largest size, bytes (K, M, G: x1024)")->capture_default_str();
+  bench_cmd->add_option("--factor", bo.factor, "each size is the previous times this")->capture_default_str();
+  bench_cmd->add_option("--iters", bo.iters, "timed calls per size")->capture_default_str();
+  bench_cmd->add_option("--warmup", bo.warmup, "untimed calls before them")->capture_default_str();
+  bench_cmd->add_option("--dtype", bo.dtype, "float32 or float64")->capture_default_str();
+  bench_cmd->add_option("--backend", bo.backend, "compute backend whose memory holds the buffers")->capture_default_str();
+  bench_cmd->add_option("--comm", bo.comm, "communicator measured")->capture_default_str();
+  bench_cmd->add_option("--out", bench_out, "directory for bench.csv and env.json (default results/runs/<time>-bench)");
+  bench_cmd->add_option("--min-busbw", bench_gates,
+                        "SIZE=GBPS,...: every row of size >= SIZE must reach GBPS out-of-place busbw, else exit 1");
+  bench_cmd->add_option("--check", bench_check, "1: count wrong elements (#wrong), 0: do not")
+      ->check(CLI::IsMember({0, 1}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -248,6 +270,22 @@ int main(int argc, char** argv) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       code = pts::diagnose(dg, registry, world);
       MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank exits with rank 0's verdict
+    } else if (*bench_cmd) {
+      if (!bench_ops.empty()) bo.ops = pts::parse_bench_ops(bench_ops);
+      bo.min_bytes = pts::parse_size(bench_min);
+      bo.max_bytes = pts::parse_size(bench_max);
+      if (!bench_gates.empty()) bo.gates = pts::parse_busbw_gates(bench_gates);
+      bo.check = bench_check != 0;
+      pts::validate(bo);
+      pts::MpiComm world(MPI_COMM_WORLD, "world", false);
+      if (bench_out.empty()) {
+        bench_out = default_out_dir("bench");
+        int len = static_cast<int>(bench_out.size());
+        MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank uses rank 0's clock
+        bench_out.resize(len);
+        MPI_Bcast(bench_out.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+      }
+      code = pts::collective_bench(bo, bench_out, world);
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       pts::Suite suite = pts::load_suite(suite_path, registry, world.size(), overrides);

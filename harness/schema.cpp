@@ -179,6 +179,32 @@ const CsvSchema& staleness_schema() {
   return s;
 }
 
+const CsvSchema& bench_schema() {
+  static const CsvSchema s{
+      "bench.csv",
+      "Written by `ptsuite bench` (README: Collective bandwidth) into its own directory, beside env.json: one row "
+      "per op per size, the nccl-tests convention. Columns prefixed `ip_` are empty where the op has no in-place "
+      "form in the Comm interface (reduce_scatter, all_to_all, send_recv); `wrong` columns are empty with --check 0.",
+      {
+          {"size", "bytes", "nccl-tests size: the whole buffer (all_reduce, broadcast, send_recv), the whole input (reduce_scatter), the whole output (all_gather, all_to_all); the requested size rounded down so each rank's block is whole elements", Compare::key},
+          {"count", "elements", "size / element size", Compare::setting},
+          {"type", "-", "float32 or float64", Compare::setting},
+          {"redop", "-", "sum (all_reduce, reduce_scatter) or none", Compare::setting},
+          {"root", "index", "broadcast's root rank; -1 for the others", Compare::setting},
+          {"op", "-", "all_reduce, reduce_scatter, all_gather, all_to_all, broadcast (root 0; out of place the root first copies its input into the one buffer Comm::broadcast takes) or send_recv (each rank sends to rank+1 and receives from rank-1)", Compare::key},
+          {"ranks", "count", "ranks of the communicator (n)", Compare::key},
+          {"time_us", "us", "out of place: each rank's mean time per call over --iters calls (after --warmup), averaged over ranks", Compare::timing},
+          {"algbw", "GB/s", "out of place: size / time_us (GB = 1e9 bytes)", Compare::timing},
+          {"busbw", "GB/s", "out of place: algbw times the bus factor (all_reduce 2(n-1)/n; reduce_scatter, all_gather, all_to_all (n-1)/n; broadcast, send_recv 1)", Compare::timing},
+          {"wrong", "count", "out of place: output elements that differ from the exact result, summed over ranks (inputs are integers 1..1000, so every result is exact)", Compare::exact},
+          {"ip_time_us", "us", "in place (all_reduce: send = recv; all_gather: send = recv + rank * count / n; broadcast: one buffer): as time_us", Compare::timing},
+          {"ip_algbw", "GB/s", "in place: as algbw", Compare::timing},
+          {"ip_busbw", "GB/s", "in place: as busbw", Compare::timing},
+          {"ip_wrong", "count", "in place: as wrong", Compare::exact},
+      }};
+  return s;
+}
+
 const std::vector<const CsvSchema*>& all_schemas() {
   static const std::vector<const CsvSchema*> v = {&cases_schema(), &steps_schema(), &comm_schema(),
                                                   &memory_schema(), &stages_schema(), &staleness_schema()};
@@ -222,11 +248,13 @@ std::string schema_markdown() {
     << "  own spread.\n"
     << "- info: varies run to run or is a cross-check; shown, never compared. memory.csv's workspace\n"
     << "  rows count as info too: pipeline send buffers live as long as the schedule's timing lets them.\n";
-  for (const CsvSchema* s : all_schemas()) {
-    o << "\n## " << s->file << "\n\n" << s->description << "\n\n| column | unit | class | meaning |\n|---|---|---|---|\n";
-    for (const auto& c : s->columns)
+  auto table = [&o](const CsvSchema& s, const std::string& title) {
+    o << "\n## " << title << "\n\n" << s.description << "\n\n| column | unit | class | meaning |\n|---|---|---|---|\n";
+    for (const auto& c : s.columns)
       o << "| `" << c.name << "` | " << c.unit << " | " << to_string(c.cls) << " | " << c.description << " |\n";
-  }
+  };
+  for (const CsvSchema* s : all_schemas()) table(*s, s->file);
+  table(bench_schema(), bench_schema().file + " (`ptsuite bench`)");
   return o.str();
 }
 

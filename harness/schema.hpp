@@ -42,7 +42,10 @@ const CsvSchema& comm_schema();
 const CsvSchema& memory_schema();
 const CsvSchema& stages_schema();
 const CsvSchema& staleness_schema();
+// The six files of a `ptsuite run` directory.
 const std::vector<const CsvSchema*>& all_schemas();
+// bench.csv, the file of a `ptsuite bench` directory (harness/collective_bench.hpp).
+const CsvSchema& bench_schema();
 
 // The column `name` of `file`, or nullptr.
 const Column* find_column(const std::string& file, const std::string& name);

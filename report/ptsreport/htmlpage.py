@@ -208,12 +208,15 @@ def flatten(env: dict, prefix=""):
             yield f"{prefix}{key}", value if isinstance(value, str) else json.dumps(value)
 
 
-def write_html(run: Run, summary: Summary, path) -> None:
+def write_html(run: Run, summary: Summary, path, extra: str = "") -> None:
+    """extra: a section placed after the figures (the bench sweep's, ptsreport/bench.py)."""
     sections = " ".join(f'<a href="#{s.split()[0].lower()}">{esc(s)}</a>'
                         for s in dict.fromkeys(f.section for f in FIGURES))
+    if extra:
+        sections += ' <a href="#bench">Collective bandwidth</a>'
     page = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f"<title>ptsuite report: {esc(run.name)}</title><style>{STYLE}</style></head><body>",
             header(run), status(run, summary), choose(run, summary),
             f'<nav>{sections} <a href="#details">Details</a> · summary.md beside this page</nav>',
-            figures(run), details(run), "</body></html>"]
+            figures(run), extra, details(run), "</body></html>"]
     path.write_text("\n".join(page) + "\n", encoding="utf-8")

@@ -128,3 +128,24 @@ WHEN_USED_FILES = {"staleness.csv"}
 # Fixed bounds of the conformance checks (harness/checks.hpp), drawn on the plot.
 EXACT_BOUND = 1e-12  # max_rel_err of float64 cases against the float64 oracle
 PRECISION_BOUND = 4.0  # err_ratio of float32 cases: distance to oracle / single float32's
+
+# bench.csv: `ptsuite bench`'s collective bandwidth sweep (ptsreport/bench.py). Not part of
+# FILES: a bench directory holds it alone (with env.json), a run directory may hold it too.
+BENCH_FILE = "bench.csv"
+BENCH = [
+    req("op", "-", "the busbw plot's panels", text=True),
+    req("ranks", "count", "the busbw plot's lines"),
+    req("size", "bytes", "the busbw plot's x axis"),
+    req("type", "-", "the busbw plot's lines", text=True),
+    req("busbw", "GB/s", "the busbw plot (out of place)"),
+    opt("count", "elements"),
+    opt("redop", "-", text=True),
+    opt("root", "index"),
+    opt("time_us", "us"),
+    opt("algbw", "GB/s"),
+    opt("wrong", "count"),
+    opt("ip_time_us", "us"),
+    opt("ip_algbw", "GB/s"),
+    opt("ip_busbw", "GB/s"),
+    opt("ip_wrong", "count"),
+]
