@@ -30,7 +30,9 @@ void* CudaAllocator::allocate(size_t bytes) {
 
 void CudaAllocator::release(void* p, size_t bytes) {
   if (!p) return;
-  cuda_check(cudaFree(p), "cudaFree");
+  const cudaError_t st = cudaFree(p);
+  // A tensor released during process exit, after the runtime has unloaded, has nothing to free.
+  if (st != cudaErrorCudartUnloading) cuda_check(st, "cudaFree");
   std::lock_guard<std::mutex> lock(mu_);
   live_ -= static_cast<int64_t>(bytes);
 }
