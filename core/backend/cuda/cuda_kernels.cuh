@@ -42,7 +42,7 @@ template <class Op>
 __device__ double block_reduce(double v, Op op, double* sh) {
   sh[threadIdx.x] = v;
   __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
+  for (unsigned s = kThreads / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) sh[threadIdx.x] = op(sh[threadIdx.x], sh[threadIdx.x + s]);
     __syncthreads();
   }
