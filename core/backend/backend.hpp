@@ -27,6 +27,11 @@ class Backend {
   virtual std::string name() const = 0;
   // Where this backend's tensors live; the harness builds each case's MemoryTracker on it.
   virtual Allocator& allocator() { return host_allocator(); }
+  // Waits until every op issued so far has finished. Ops on a device backend are queued
+  // (the CUDA backend's on its one stream), so a caller that reads a host clock around
+  // them must synchronize first; upload, download and the ops returning a value to the
+  // host (softmax_xent, xent_finish) wait on their own. A no-op on the CPU.
+  virtual void synchronize() {}
 
   // Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C.
   virtual void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
@@ -121,7 +126,8 @@ template <class T>
 std::unique_ptr<Backend<T>> make_cpu_backend(const std::string& name = "cpu", Allocator& allocator = host_allocator());
 
 // Backends by name, the suite's `backend` key: "cpu" ships; a test may add its own (a
-// poisoning arena) and a GPU build adds "cuda".
+// poisoning arena) and a GPU build adds "cuda" and "cuda-tf32"
+// (core/backend/cuda/cuda_backend.hpp: register_cuda_backends).
 struct BackendInfo {
   std::string name;
   std::unique_ptr<Backend<float>> (*make_f32)();

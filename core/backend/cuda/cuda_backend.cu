@@ -1,0 +1,394 @@
+// The CUDA backend: one stream per instance, every op queued on it; gemm through cuBLAS
+// (row-major contract mapped onto column-major by swapping the operands), attention's
+// per-(sequence, head) products as strided batched gemms, kernels (cuda_kernels.cuh) for
+// the rest. Ops return before the GPU finishes; synchronize() waits.
+// Dimension legend: R = rows (tokens), N = features; B = sequences, S = sequence length,
+// H = heads, D = head dim.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/backend/cuda/cuda_backend.hpp"
+#include "core/backend/cuda/cuda_kernels.cuh"
+#include "core/cuda/device.hpp"
+#include "core/error.hpp"
+
+namespace pts {
+namespace {
+
+namespace k = cuda_kernels;
+
+void cublas_check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLAS: ") + what + ": " + cublasGetStatusString(status));
+}
+#define PTS_CUBLAS_CHECK(call) cublas_check((call), #call)
+// A kernel launch reports a bad configuration through cudaGetLastError.
+#define PTS_LAUNCH_CHECK(name) ::pts::cuda_check(cudaGetLastError(), name)
+
+cublasOperation_t op_of(Trans t) { return t == Trans::yes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+int dim32(int64_t v, const char* what) {
+  if (v < 0 || v > std::numeric_limits<int>::max())
+    throw Error(std::string("CUDA backend: ") + what + " = " + std::to_string(v) + " does not fit cuBLAS's int");
+  return static_cast<int>(v);
+}
+
+// Row-major C[m,n] = alpha op(A) op(B) + beta C, `count` times with element strides sa, sb,
+// sc. Row-major X with leading dimension ld is column-major X^T, so C^T = op(B)^T op(A)^T:
+// cuBLAS gets (op_b, op_a, n, m, k, B, A).
+template <class T>
+void gemm_strided(cublasHandle_t h, Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a,
+                  int64_t lda, int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc, int64_t sc,
+                  int64_t count) {
+  if (m == 0 || n == 0 || count == 0) return;
+  const int M = dim32(m, "m"), N = dim32(n, "n"), K = dim32(kk, "k"), cnt = dim32(count, "batch");
+  const int LDA = dim32(lda, "lda"), LDB = dim32(ldb, "ldb"), LDC = dim32(ldc, "ldc");
+  if constexpr (std::is_same_v<T, float>) {
+    if (count == 1)
+      PTS_CUBLAS_CHECK(cublasSgemm(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, a, LDA, &beta, c, LDC));
+    else
+      PTS_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, sb, a, LDA, sa,
+                                                 &beta, c, LDC, sc, cnt));
+  } else {
+    if (count == 1)
+      PTS_CUBLAS_CHECK(cublasDgemm(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, a, LDA, &beta, c, LDC));
+    else
+      PTS_CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, sb, a, LDA, sa,
+                                                 &beta, c, LDC, sc, cnt));
+  }
+}
+
+// Attention's (sequence, head) pairs as `outer` launches of `inner` strided batches: the
+// batch runs over whichever of B and H is larger. Offsets in elements.
+struct AttnBatching {
+  int64_t outer, inner;
+  int64_t qkv_outer, qkv_inner;  // into qkv / dqkv [B,S,3HD]
+  int64_t out_outer, out_inner;  // into out / dout [B,S,HD]
+  int64_t att_outer, att_inner;  // into att [B,H,S,S]
+};
+AttnBatching attn_batching(int64_t B, int64_t S, int64_t H, int64_t D) {
+  const int64_t HD = H * D, SS = S * S;
+  if (B >= H) return {H, B, D, S * 3 * HD, D, S * HD, SS, H * SS};
+  return {B, H, S * 3 * HD, D, S * HD, D, H * SS, SS};
+}
+
+template <class T>
+class CudaBackend final : public Backend<T> {
+ public:
+  CudaBackend(std::string name, bool tf32) : name_(std::move(name)) {
+    select_cuda_device();
+    PTS_CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: waits on the default stream (allocator's memset)
+    PTS_CUBLAS_CHECK(cublasCreate(&handle_));
+    PTS_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
+    // TF32 only where asked and only for float; float64 gemms never use it.
+    const bool use_tf32 = tf32 && std::is_same_v<T, float>;
+    PTS_CUBLAS_CHECK(cublasSetMathMode(handle_, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    if (scratch_) cudaFree(scratch_);
+    cublasDestroy(handle_);
+    cudaStreamDestroy(stream_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return name_; }
+  Allocator& allocator() override { return cuda_allocator(); }
+  void synchronize() override { PTS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a, int64_t lda, const T* b,
+            int64_t ldb, T beta, T* c, int64_t ldc) override {
+    gemm_strided(handle_, ta, tb, m, n, kk, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+  }
+
+  void add_bias(T* y, const T* bias, int64_t rows, int64_t cols) override {
+    if (rows * cols == 0) return;
+    k::add_bias_k<<<k::grid_for(rows * cols), k::kThreads, 0, stream_>>>(y, bias, rows, cols);
+    PTS_LAUNCH_CHECK("add_bias");
+  }
+  void bias_grad(const T* dy, T* dbias, int64_t rows, int64_t cols) override {
+    if (cols == 0) return;
+    k::bias_grad_k<<<k::grid_for(cols), k::kThreads, 0, stream_>>>(dy, dbias, rows, cols);
+    PTS_LAUNCH_CHECK("bias_grad");
+  }
+  void gelu_forward(const T* x, T* y, int64_t n) override {
+    if (n == 0) return;
+    k::gelu_forward_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, y, n);
+    PTS_LAUNCH_CHECK("gelu_forward");
+  }
+  void gelu_backward(const T* x, const T* dy, T* dx, int64_t n) override {
+    if (n == 0) return;
+    k::gelu_backward_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, dy, dx, n);
+    PTS_LAUNCH_CHECK("gelu_backward");
+  }
+
+  double softmax_xent(const T* logits, const int32_t* labels, int64_t rows, int64_t cols, double norm,
+                      T* dlogits) override {
+    if (rows == 0) return 0.0;
+    double* loss = scratch_as<double>(rows + 1);
+    k::softmax_xent_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, cols, norm, dlogits, loss);
+    PTS_LAUNCH_CHECK("softmax_xent");
+    return sum_rows_on_host(loss, rows) / norm;
+  }
+
+  void add(T* y, const T* x, int64_t n) override {
+    if (n == 0) return;
+    k::add_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(y, x, n);
+    PTS_LAUNCH_CHECK("add");
+  }
+  void axpy(T* y, T a, const T* x, int64_t n) override {
+    if (n == 0) return;
+    k::axpy_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(y, a, x, n);
+    PTS_LAUNCH_CHECK("axpy");
+  }
+  void to_bf16(const T* x, uint16_t* q, int64_t n) override {
+    if (n == 0) return;
+    k::to_bf16_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, q, n);
+    PTS_LAUNCH_CHECK("to_bf16");
+  }
+  void add_bf16(T* y, const uint16_t* q, int64_t n) override {
+    if (n == 0) return;
+    k::add_bf16_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(y, q, n);
+    PTS_LAUNCH_CHECK("add_bf16");
+  }
+
+  void layernorm_forward(const T* x, const T* gamma, const T* beta, T* y, T* mean, T* rstd, int64_t rows, int64_t n,
+                         double eps) override {
+    if (rows == 0) return;
+    k::layernorm_forward_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, gamma, beta, y, mean, rstd, n, eps);
+    PTS_LAUNCH_CHECK("layernorm_forward");
+  }
+  void layernorm_backward(const T* x, const T* gamma, const T* mean, const T* rstd, const T* dy, T* dx, T* dgamma,
+                          T* dbeta, int64_t rows, int64_t n) override {
+    if (rows == 0 || n == 0) return;
+    k::layernorm_backward_dx_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, gamma, mean, rstd, dy, dx, n);
+    PTS_LAUNCH_CHECK("layernorm_backward dx");
+    k::layernorm_param_grad_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, mean, rstd, dy, dgamma, dbeta, rows, n);
+    PTS_LAUNCH_CHECK("layernorm_backward dgamma/dbeta");
+  }
+
+  // Per (sequence, head), as the CPU: att = scale q k^T as full [S,S] gemms, causal softmax
+  // in place (one block per row), out = att v. q, k, v read in place with ld = 3HD.
+  void attention_forward(const T* qkv, T* out, T* att, int64_t batch, int64_t seq, int64_t heads,
+                         int64_t head_dim) override {
+    const int64_t S = seq, D = head_dim, HD = heads * head_dim, ld = 3 * HD;
+    if (batch * heads * S == 0) return;
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+    const AttnBatching a = attn_batching(batch, S, heads, D);
+    for (int64_t o = 0; o < a.outer; ++o) {
+      const T* q = qkv + o * a.qkv_outer;
+      T* p = att + o * a.att_outer;
+      gemm_strided(handle_, Trans::no, Trans::yes, S, S, D, scale, q, ld, a.qkv_inner, q + HD, ld, a.qkv_inner, T(0),
+                   p, S, a.att_inner, a.inner);
+    }
+    k::causal_softmax_k<<<grid_rows(batch * heads * S), k::kThreads, 0, stream_>>>(att, S);
+    PTS_LAUNCH_CHECK("attention causal softmax");
+    for (int64_t o = 0; o < a.outer; ++o) {
+      const T* v = qkv + o * a.qkv_outer + 2 * HD;
+      gemm_strided(handle_, Trans::no, Trans::no, S, D, S, T(1), att + o * a.att_outer, S, a.att_inner, v, ld,
+                   a.qkv_inner, T(0), out + o * a.out_outer, HD, a.out_inner, a.inner);
+    }
+  }
+
+  // dV = P^T dO, dP = dO V^T, dS = P * (dP - rowsum(dP * P)), dQ = scale dS K,
+  // dK = scale dS^T Q; dS in scratch, one [S,S] per batch entry of one outer step.
+  void attention_backward(const T* qkv, const T* att, const T* dout, T* dqkv, int64_t batch, int64_t seq,
+                          int64_t heads, int64_t head_dim) override {
+    const int64_t S = seq, D = head_dim, HD = heads * head_dim, ld = 3 * HD;
+    if (batch * heads * S == 0) return;
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+    const AttnBatching a = attn_batching(batch, S, heads, D);
+    T* ds = scratch_as<T>(a.inner * S * S);
+    for (int64_t o = 0; o < a.outer; ++o) {
+      const T* q = qkv + o * a.qkv_outer;
+      const T* kk = q + HD;
+      const T* v = q + 2 * HD;
+      T* dq = dqkv + o * a.qkv_outer;
+      T* dk = dq + HD;
+      T* dv = dq + 2 * HD;
+      const T* p = att + o * a.att_outer;
+      const T* dO = dout + o * a.out_outer;
+      const int64_t sq = a.qkv_inner, so = a.out_inner, sp = a.att_inner, SS = S * S;
+      gemm_strided(handle_, Trans::yes, Trans::no, S, D, S, T(1), p, S, sp, dO, HD, so, T(0), dv, ld, sq, a.inner);
+      gemm_strided(handle_, Trans::no, Trans::yes, S, S, D, T(1), dO, HD, so, v, ld, sq, T(0), ds, S, SS, a.inner);
+      // The scratch holds the inner entries contiguously, att strides by sp: one launch per entry
+      // when they differ (batching over sequences), else one for all.
+      if (sp == SS) {
+        k::causal_softmax_backward_k<<<grid_rows(a.inner * S), k::kThreads, 0, stream_>>>(p, ds, S);
+        PTS_LAUNCH_CHECK("attention softmax backward");
+      } else {
+        for (int64_t i = 0; i < a.inner; ++i) {
+          k::causal_softmax_backward_k<<<grid_rows(S), k::kThreads, 0, stream_>>>(p + i * sp, ds + i * SS, S);
+          PTS_LAUNCH_CHECK("attention softmax backward");
+        }
+      }
+      gemm_strided(handle_, Trans::no, Trans::no, S, D, S, scale, ds, S, SS, kk, ld, sq, T(0), dq, ld, sq, a.inner);
+      gemm_strided(handle_, Trans::yes, Trans::no, S, D, S, scale, ds, S, SS, q, ld, sq, T(0), dk, ld, sq, a.inner);
+    }
+  }
+
+  void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
+                         int64_t n, T* out, bool accumulate) override {
+    if (rows * n == 0) return;
+    k::embedding_forward_k<<<k::grid_for(rows * n), k::kThreads, 0, stream_>>>(ids, rows, table, v_begin, v_count,
+                                                                               n, out, accumulate);
+    PTS_LAUNCH_CHECK("embedding_forward");
+  }
+  // Deterministic without atomics: chains of equal ids in row order (cuda_kernels.cuh).
+  void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int64_t v_begin, int64_t v_count,
+                          int64_t n, T* dtable) override {
+    if (rows * n == 0) return;
+    char* base = static_cast<char*>(scratch(static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int32_t))));
+    int64_t* next = reinterpret_cast<int64_t*>(base);
+    int32_t* head = reinterpret_cast<int32_t*>(base + rows * sizeof(int64_t));
+    k::embedding_chains_k<<<k::grid_for(rows), k::kThreads, 0, stream_>>>(ids, rows, v_begin, v_count, next, head);
+    PTS_LAUNCH_CHECK("embedding_backward chains");
+    k::embedding_backward_k<<<k::grid_for(rows * n), k::kThreads, 0, stream_>>>(ids, rows, dout, v_begin, n, next,
+                                                                                head, dtable);
+    PTS_LAUNCH_CHECK("embedding_backward");
+  }
+
+  void row_max(const T* x, T* mx, int64_t rows, int64_t cols) override {
+    if (rows == 0) return;
+    k::row_max_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, mx, cols);
+    PTS_LAUNCH_CHECK("row_max");
+  }
+  void xent_partials(const T* logits, const int32_t* labels, const T* shift, int64_t rows, int64_t cols,
+                     int64_t v_begin, T* sumexp, T* target) override {
+    if (rows == 0) return;
+    k::xent_partials_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, shift, cols, v_begin, sumexp,
+                                                                     target);
+    PTS_LAUNCH_CHECK("xent_partials");
+  }
+  double xent_finish(const T* logits, const int32_t* labels, const T* shift, const T* sumexp, const T* target,
+                     int64_t rows, int64_t cols, int64_t v_begin, double norm, T* dlogits) override {
+    if (rows == 0) return 0.0;
+    double* loss = scratch_as<double>(rows + 1);
+    k::xent_finish_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, shift, sumexp, target, cols,
+                                                                   v_begin, norm, dlogits, loss);
+    PTS_LAUNCH_CHECK("xent_finish");
+    return sum_rows_on_host(loss, rows) / norm;
+  }
+
+  void scale(T* x, T alpha, int64_t n) override {
+    if (n == 0) return;
+    k::scale_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, alpha, n);
+    PTS_LAUNCH_CHECK("scale");
+  }
+  void fill(T* x, T value, int64_t n) override {
+    if (n == 0) return;
+    k::fill_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, value, n);
+    PTS_LAUNCH_CHECK("fill");
+  }
+  void copy(T* dst, const T* src, int64_t n) override {
+    if (n <= 0) return;
+    PTS_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void max_over_parts(const T* parts, int64_t nparts, int64_t n, T* out) override {
+    if (n == 0) return;
+    k::max_over_parts_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(parts, nparts, n, out);
+    PTS_LAUNCH_CHECK("max_over_parts");
+  }
+  // Synchronous: queued behind the stream's earlier ops, and complete on return.
+  void upload(T* dst, const T* host, int64_t n) override {
+    if (n <= 0) return;
+    PTS_CUDA_CHECK(cudaMemcpyAsync(dst, host, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_));
+    synchronize();
+  }
+  void download(T* host, const T* src, int64_t n) override {
+    if (n <= 0) return;
+    PTS_CUDA_CHECK(cudaMemcpyAsync(host, src, static_cast<size_t>(n) * sizeof(T), cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+  }
+
+  void sgd_momentum(T* p, const T* g, T* m, int64_t n, const SgdParams& o) override {
+    if (n == 0) return;
+    k::sgd_momentum_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(
+        p, g, m, n, static_cast<T>(o.lr), static_cast<T>(o.momentum), static_cast<T>(o.weight_decay));
+    PTS_LAUNCH_CHECK("sgd_momentum");
+  }
+  // The bias corrections computed on the host exactly as the CPU backend does.
+  void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamParams& o, int64_t t) override {
+    if (n == 0) return;
+    const T c1 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta1, static_cast<double>(t))));
+    const T c2 = static_cast<T>(1.0 / (1.0 - std::pow(o.beta2, static_cast<double>(t))));
+    k::adamw_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(
+        p, g, m, v, n, static_cast<T>(o.beta1), static_cast<T>(o.beta2), c1, c2, static_cast<T>(o.lr),
+        static_cast<T>(o.eps), static_cast<T>(o.weight_decay));
+    PTS_LAUNCH_CHECK("adamw");
+  }
+
+ private:
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t handle_ = nullptr;
+  // The backend's own workspace (per-row losses, embedding chains, attention's dS): grown
+  // on demand, never shrunk, outside the MemoryTracker (it is not a tensor; at most
+  // max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+
+  void* scratch(size_t bytes) {
+    if (bytes > scratch_bytes_) {
+      PTS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier ops may still read the old one
+      if (scratch_) PTS_CUDA_CHECK(cudaFree(scratch_));
+      scratch_ = nullptr;
+      scratch_bytes_ = 0;
+      const cudaError_t st = cudaMalloc(&scratch_, bytes);
+      if (st == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        throw Error("CUDA: out of device memory allocating " + std::to_string(bytes) +
+                    " bytes of backend workspace; use a smaller workload");
+      }
+      cuda_check(st, "cudaMalloc (backend workspace)");
+      scratch_bytes_ = bytes;
+    }
+    return scratch_;
+  }
+  template <class U>
+  U* scratch_as(int64_t count) {
+    return static_cast<U*>(scratch(static_cast<size_t>(count) * sizeof(U)));
+  }
+
+  static unsigned grid_rows(int64_t rows) {
+    if (rows > std::numeric_limits<int>::max())
+      throw Error("CUDA backend: " + std::to_string(rows) + " rows exceed one grid");
+    return static_cast<unsigned>(rows);
+  }
+
+  // loss[0..rows) summed on the device in a fixed order into loss[rows], then to the host.
+  double sum_rows_on_host(double* loss, int64_t rows) {
+    k::sum_doubles_k<<<1, k::kThreads, 0, stream_>>>(loss, rows, loss + rows);
+    PTS_LAUNCH_CHECK("loss sum");
+    double total = 0;
+    PTS_CUDA_CHECK(cudaMemcpyAsync(&total, loss + rows, sizeof total, cudaMemcpyDeviceToHost, stream_));
+    synchronize();
+    return total;
+  }
+};
+
+}  // namespace
+
+template <class T>
+std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, bool tf32) {
+  return std::make_unique<CudaBackend<T>>(name, tf32);
+}
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(const std::string&, bool);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(const std::string&, bool);
+
+void register_cuda_backends() {
+  register_backend({"cuda", [] { return make_cuda_backend<float>("cuda", false); },
+                    [] { return make_cuda_backend<double>("cuda", false); }});
+  register_backend({"cuda-tf32", [] { return make_cuda_backend<float>("cuda-tf32", true); },
+                    [] { return make_cuda_backend<double>("cuda-tf32", true); }});
+}
+
+bool cuda_backends_available() { return cuda_device_count() > 0; }
+
+}  // namespace pts

@@ -1,0 +1,48 @@
+// The CUDA backend: cuBLAS for gemm (attention's S x S products as strided batched gemms),
+// kernels for every other op, all on one stream per backend instance, tensors in device
+// memory from CudaAllocator. Only built with PTSUITE_CUDA.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/backend/backend.hpp"
+
+namespace pts {
+
+// Device memory for tensors: cudaMalloc, zero-filled with cudaMemset (on the legacy default
+// stream, which every backend stream waits on: the stream is created blocking), on the
+// device current on the calling thread. Counts the bytes it handed out (live and peak);
+// device_used_bytes() is the driver's view (cudaMemGetInfo: total - free, every context on
+// the GPU included) for a cross-check. Out of memory throws Error naming the bytes asked for.
+class CudaAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override;
+  void release(void* p, size_t bytes) override;
+  int64_t live_bytes() const;
+  int64_t peak_bytes() const;
+  static int64_t device_used_bytes();
+
+ private:
+  mutable std::mutex mu_;
+  int64_t live_ = 0, peak_ = 0;
+};
+// The process's one device allocator (one rank per GPU): every CUDA backend instance hands it
+// out, so a tensor may outlive the backend that allocated it.
+CudaAllocator& cuda_allocator();
+
+// A backend on the GPU select_cuda_device() picks (throws Error when none is visible).
+// tf32: float32 gemms may use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH); otherwise
+// CUBLAS_DEFAULT_MATH, full float32. float64 is unaffected.
+template <class T>
+std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, bool tf32);
+
+// Adds "cuda" (TF32 off) and "cuda-tf32" to the backend registry. Called by main; the
+// factories throw Error when no GPU is visible, so registering is safe on any machine.
+void register_cuda_backends();
+// Whether this process sees a GPU (cuda_device_count() > 0).
+bool cuda_backends_available();
+
+}  // namespace pts

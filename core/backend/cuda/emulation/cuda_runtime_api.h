@@ -1,0 +1,128 @@
+// A host emulation of the CUDA runtime calls the CUDA backend makes, so that its kernels and
+// its use of cuBLAS are checked on a machine without a GPU (cuda_backend_emulated_test):
+// device memory is host memory (garbage-filled on malloc, poisoned on free, so a missing
+// zero fill or a use after free shows), streams are immediate, kernels are host functions.
+// It proves indexing, reductions and operand mapping; it cannot show races, timing, or the
+// GPU's own arithmetic (expf, tanh), which the real test on a GPU does.
+#pragma once
+#include <math.h>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <cstdlib>
+#include <ucontext.h>
+#include <bit>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorCudartUnloading = 4, cudaErrorNoDevice = 100 };
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+typedef struct CUstream_st* cudaStream_t;
+struct cudaDeviceProp { char name[256]; size_t totalGlobalMem; int major, minor; };
+struct dim3 { unsigned x = 1, y = 1, z = 1; };
+
+namespace emu {
+inline std::mutex mu;
+inline std::map<void*, size_t> live;
+inline size_t used = 0;
+constexpr size_t kTotal = size_t{80} << 30;
+}  // namespace emu
+
+inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaErrorMemoryAllocation ? "out of memory" : "emulated error"; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { std::strcpy(p->name, "emulated"); p->totalGlobalMem = emu::kTotal; p->major = 9; p->minor = 0; return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  std::lock_guard<std::mutex> l(emu::mu);
+  if (bytes > emu::kTotal - emu::used) return cudaErrorMemoryAllocation;
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  std::memset(*p, 0x5A, bytes);  // garbage, as cudaMalloc gives
+  emu::live[*p] = bytes;
+  emu::used += bytes;
+  return cudaSuccess;
+}
+inline cudaError_t cudaFree(void* p) {
+  std::lock_guard<std::mutex> l(emu::mu);
+  auto it = emu::live.find(p);
+  if (it == emu::live.end()) std::abort();
+  std::memset(p, 0x7F, it->second);  // poison
+  emu::used -= it->second;
+  emu::live.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* p, int v, size_t n) { std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { std::lock_guard<std::mutex> l(emu::mu); *t = emu::kTotal; *f = emu::kTotal - emu::used; return cudaSuccess; }
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = reinterpret_cast<cudaStream_t>(new int(0)); return cudaSuccess; }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete reinterpret_cast<int*>(s); return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+
+// Device code: kernels compile as host functions. A block's threads are fibers (ucontext) run
+// in turn on the calling thread; __syncthreads() switches to the next fiber, so every thread
+// reaches a barrier before any passes it. Blocks run one after another.
+#define __global__
+#define __device__
+#define __shared__ static
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+namespace emu {
+struct Fibers {
+  ucontext_t sched;
+  std::vector<ucontext_t> ctx;
+  std::vector<std::vector<char>> stacks;
+  std::vector<char> finished;
+  unsigned cur = 0;
+  const std::function<void()>* fn = nullptr;
+};
+inline Fibers fibers;
+inline void fiber_entry() {
+  (*fibers.fn)();
+  fibers.finished[fibers.cur] = 1;
+  swapcontext(&fibers.ctx[fibers.cur], &fibers.sched);
+}
+inline void launch(unsigned grid, unsigned block, size_t, cudaStream_t, const std::function<void()>& fn) {
+  Fibers& f = fibers;
+  f.fn = &fn;
+  f.ctx.resize(block);
+  f.stacks.resize(block);
+  f.finished.assign(block, 0);
+  for (auto& st : f.stacks) st.resize(size_t{256} << 10);
+  blockDim.x = block;
+  gridDim.x = grid;
+  for (unsigned b = 0; b < grid; ++b) {
+    blockIdx.x = b;
+    for (unsigned t = 0; t < block; ++t) {
+      getcontext(&f.ctx[t]);
+      f.ctx[t].uc_stack.ss_sp = f.stacks[t].data();
+      f.ctx[t].uc_stack.ss_size = f.stacks[t].size();
+      f.ctx[t].uc_link = nullptr;
+      makecontext(&f.ctx[t], fiber_entry, 0);
+      f.finished[t] = 0;
+    }
+    for (bool any = true; any;) {
+      any = false;
+      for (unsigned t = 0; t < block; ++t) {
+        if (f.finished[t]) continue;
+        f.cur = t;
+        threadIdx.x = t;
+        swapcontext(&f.sched, &f.ctx[t]);
+        any = true;
+      }
+    }
+  }
+}
+}  // namespace emu
+inline void __syncthreads() {
+  emu::Fibers& f = emu::fibers;
+  const unsigned t = f.cur;
+  swapcontext(&f.ctx[t], &f.sched);
+  threadIdx.x = t;
+}
+inline uint32_t __float_as_uint(float f) { return std::bit_cast<uint32_t>(f); }
+inline float __uint_as_float(uint32_t u) { return std::bit_cast<float>(u); }
