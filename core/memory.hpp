@@ -21,6 +21,9 @@ class Allocator {
   // `bytes` (a multiple of 64) of zero-filled memory aligned to 64 bytes; throws when out of memory.
   virtual void* allocate(size_t bytes) = 0;
   virtual void release(void* p, size_t bytes) = 0;
+  // The device's own count of its used memory (a GPU's cudaMemGetInfo: total - free, every
+  // process on it counted), the cross-check beside the tracker; -1 for host memory.
+  virtual int64_t device_used_bytes() const { return -1; }
 };
 Allocator& host_allocator();
 

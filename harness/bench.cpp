@@ -7,6 +7,9 @@
 #include <mpi.h>
 
 #include "core/comm/mpi/mpi_comm.hpp"
+#ifdef PTSUITE_CUDA
+#include "core/backend/cuda/cuda_backend.hpp"
+#endif
 #include "core/rng.hpp"
 #include "strategies/single.hpp"
 
@@ -52,11 +55,79 @@ void BM_Step(benchmark::State& state, const std::string& workload, int64_t batch
 BENCHMARK_CAPTURE(BM_Step, single/mlp-medium, std::string("mlp-medium"), 256)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Step, single/gpt-small, std::string("gpt-small"), 16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+#ifdef PTSUITE_CUDA
+// The GPU figures (ci/gpu-check.sh): cuBLAS gemms at the shapes of a gpt2-124m step (R = 8
+// sequences x 1024 tokens rows; C = 768) and the step itself, on `backend` (cuda: TF32 off,
+// cuda-tf32: on). The step's flops_per_s over the gemm's, both from the same run, is its
+// efficiency. Each iteration ends with the stream synchronised, so wall time is GPU time.
+constexpr int64_t kGptBatch = 8;
+
+void BM_CudaGemm(benchmark::State& state, const std::string& backend, int64_t n, int64_t k) {
+  auto be = pts::make_backend<float>(backend);
+  if (!be) return state.SkipWithError("backend not registered (no GPU?)");
+  const int64_t m = kGptBatch * pts::find_workload("gpt2-124m")->seq;
+  pts::MemoryTracker mem(be->allocator());
+  pts::Tensor<float> a(mem, pts::MemCategory::workspace, {m, k}), b(mem, pts::MemCategory::workspace, {k, n}),
+      c(mem, pts::MemCategory::workspace, {m, n});
+  be->fill(a.data(), 0.5f, m * k);
+  be->fill(b.data(), 0.25f, k * n);
+  for (auto _ : state) {
+    be->gemm(pts::Trans::no, pts::Trans::no, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+    be->synchronize();
+  }
+  state.counters["flops_per_s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
+}
+// The MLP's first gemm (the step's largest share), attention's qkv, and the head.
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/fc, std::string("cuda-tf32"), 3072, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/qkv, std::string("cuda-tf32"), 2304, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/head, std::string("cuda-tf32"), 50257, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda/fc, std::string("cuda"), 3072, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_CudaStep(benchmark::State& state, const std::string& backend, const std::string& dtype) {
+  const pts::WorkloadSpec& w = *pts::find_workload("gpt2-124m");
+  pts::CaseConfig cfg;
+  cfg.strategy = "single";
+  cfg.workload = w.name;
+  cfg.dtype = dtype;
+  cfg.backend = backend;
+  cfg.global_batch = kGptBatch;
+  cfg.optimizer.lr = 1e-4;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    auto be = pts::make_backend<T>(backend);
+    if (!be) return state.SkipWithError("backend not registered (no GPU?)");
+    pts::MemoryTracker mem(be->allocator());
+    pts::MpiComm self(MPI_COMM_SELF, "world", false);
+    pts::Mesh mesh(self, cfg.layout);
+    pts::Single<T> single(pts::StrategyContext<T>{cfg, w, mesh, *be, mem});
+    int step = 0;
+    single.load_batch(step);
+    for (auto _ : state) {
+      benchmark::DoNotOptimize(single.train_step(step++));
+      be->synchronize();
+    }
+  };
+  if (dtype == "float64") run(0.0);
+  else run(0.0f);
+  state.counters["flops_per_s"] =
+      benchmark::Counter(w.flops_per_sample() * kGptBatch, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda-tf32/float32, std::string("cuda-tf32"), std::string("float32"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda/float32, std::string("cuda"), std::string("float32"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda/float64, std::string("cuda"), std::string("float64"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   openblas_set_num_threads(1);  // one thread: the per-core peak the step is measured against
+#ifdef PTSUITE_CUDA
+  if (pts::cuda_backends_available()) pts::register_cuda_backends();  // else the GPU rows skip
+#endif
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -40,7 +40,7 @@ bad ONE nan_gbps "the bandwidth 'nan' must be a finite number" --min-busbw 8=nan
 bad ONE malformed_size "size '12Q': give a whole number of bytes" --max-bytes 12Q
 bad ONE malformed_gate "--min-busbw '64M': give SIZE=GBPS" --min-busbw 64M
 bad ONE iters "--iters (0) must be at least 1" --iters 0
-bad ONE comm "--comm 'nccl' is not available; available: mpi" --comm nccl
+bad ONE comm "--comm 'gloo' is not available; available: mpi" --comm gloo
 bad ONE backend "--backend 'tpu' is not available; available: cpu" --backend tpu
 bad ONE dtype "--dtype 'bf16': give float32 or float64" --dtype bf16
 

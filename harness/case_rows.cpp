@@ -106,13 +106,14 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   if (w.positions() > 1) row["tokens_per_s"] = num(double(c.global_batch * w.positions()) / med);
 
   // Per-rank figures: max over ranks.
-  int64_t peak = 0, rss = 0, payload = 0;
+  int64_t peak = 0, rss = 0, payload = 0, device_used = -1;
   double bus = 0, expected_bus = 0, wait = 0;
   std::map<std::pair<std::string, std::string>, std::array<double, 5>> ops;
   std::map<std::pair<std::string, std::string>, std::array<double, 2>> stated;  // calls, payload per step
   for (const RankReport& rep : ranks) {
     peak = std::max(peak, rep.peak_total);
     rss = std::max(rss, rep.rss);
+    device_used = std::max(device_used, rep.device_used);
     bus = std::max(bus, rep.counted_bus / c.steps);
     wait = std::max(wait, rep.wait_median);
     int64_t rank_payload = 0;  // integer bytes: exact in any build, unlike the bus bytes' factors
@@ -180,6 +181,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
   }
   row["peak_mem_bytes"] = num(peak);
   row["peak_rss_bytes"] = num(rss);
+  if (device_used >= 0) row["device_used_bytes"] = num(device_used);
   row["comm_bytes_per_step"] = num(bus);
   row["comm_bytes_expected"] = num(expected_bus);
   row["comm_payload_bytes"] = num(payload);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/backend/backend.hpp"
+#include "core/comm/case_comm.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
@@ -127,14 +128,9 @@ std::vector<BusbwGate> parse_busbw_gates(const std::string& text) {
   return gates;
 }
 
-namespace {
-// make_bench_comm's names; a new communicator adds its name here and its line there.
-const std::vector<std::string> kBenchComms = {"mpi"};
-}  // namespace
-
 std::string bench_comm_names() {
   std::string s;
-  for (const std::string& name : kBenchComms) s += (s.empty() ? "" : ", ") + name;
+  for (const std::string& name : comm_backend_list()) s += (s.empty() ? "" : ", ") + name;
   return s;
 }
 
@@ -151,8 +147,11 @@ void validate(const BenchOptions& o) {
     throw ConfigError("--dtype '" + o.dtype + "': give float32 or float64");
   if (!find_backend(o.backend))
     throw ConfigError("--backend '" + o.backend + "' is not available; available: " + backend_names());
-  if (std::find(kBenchComms.begin(), kBenchComms.end(), o.comm) == kBenchComms.end())
+  const std::vector<std::string> comms = comm_backend_list();
+  if (std::find(comms.begin(), comms.end(), o.comm) == comms.end())
     throw ConfigError("--comm '" + o.comm + "' is not available; available: " + bench_comm_names());
+  if (find_backend(o.backend)->device_memory && o.comm == "mpi")
+    throw ConfigError("--backend '" + o.backend + "' keeps its buffers on the GPU: use --comm nccl or mpi-staged");
 }
 
 std::vector<uint64_t> bench_sizes(uint64_t min_bytes, uint64_t max_bytes, int64_t factor) {
@@ -171,8 +170,11 @@ size_t bench_count(BenchOp op, uint64_t size_bytes, size_t elem_bytes, int n) {
 
 
 std::unique_ptr<Comm> make_bench_comm(const std::string& name, MpiComm& world) {
-  if (name == "mpi") return MpiComm::duplicate(world.native(), "world");
-  throw ConfigError("--comm '" + name + "' is not available; available: " + bench_comm_names());
+  try {
+    return make_named_comm(name, world.native(), "world");
+  } catch (const ConfigError& e) {
+    throw ConfigError("--comm '" + name + "' is not available; available: " + bench_comm_names());
+  }
 }
 
 namespace {

@@ -255,7 +255,7 @@ TEST(BenchInput, BadOptionsAreConfigErrors) {
   refused([](BenchOptions& o) { o.warmup = -1; });
   refused([](BenchOptions& o) { o.dtype = "bf16"; });
   refused([](BenchOptions& o) { o.backend = "tpu"; });
-  refused([](BenchOptions& o) { o.comm = "nccl"; });
+  refused([](BenchOptions& o) { o.comm = "gloo"; });
   refused([](BenchOptions& o) { o.ops.clear(); });
   try {
     make_bench_comm("gloo", world());

@@ -26,6 +26,9 @@
 #include "strategies/testing/broken_strategies.hpp"
 #endif
 #include "workloads/workload.hpp"
+#ifdef PTSUITE_CUDA
+#include "core/backend/cuda/cuda_backend.hpp"
+#endif
 
 namespace {
 
@@ -102,6 +105,9 @@ int main(int argc, char** argv) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int code = 0;
+#ifdef PTSUITE_CUDA
+  pts::register_cuda_backends();  // cuda, cuda-tf32: their factories throw where no GPU is visible
+#endif
   CLI::App app{"ptsuite: conformance and benchmark suite for parallel training strategies"};
   app.require_subcommand(1);
   auto* list_cmd = app.add_subcommand("list", "strategies, workloads (with parameter counts) and suite files");

@@ -83,6 +83,7 @@ std::string encode(const RankReport& r) {
   for (int64_t p : r.peak) w.put(p);
   w.put(r.peak_total);
   w.put(r.rss);
+  w.put(r.device_used);
   w.put(int32_t(r.stage));
   w.put(r.bubble_theory);
   w.put(r.busy_median);
@@ -141,6 +142,7 @@ RankReport decode_report(const std::string& bytes) {
   for (int64_t& p : r.peak) p = rd.get<int64_t>();
   r.peak_total = rd.get<int64_t>();
   r.rss = rd.get<int64_t>();
+  r.device_used = rd.get<int64_t>();
   r.stage = rd.get<int32_t>();
   r.bubble_theory = rd.get<double>();
   r.busy_median = rd.get<double>();

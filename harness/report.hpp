@@ -56,6 +56,7 @@ struct RankReport {
   std::array<int64_t, kNumMemCategories> peak{};  // tracked peak bytes per MemCategory
   int64_t peak_total = 0;                         // peak of the sum, not sum of peaks
   int64_t rss = 0;                                // process peak RSS, bytes
+  int64_t device_used = -1;                       // max after any step of Allocator::device_used_bytes (-1: host)
   int stage = 0;                                  // pipeline stage (last step)
   double bubble_theory = 0;
   double busy_median = -1;  // compute seconds per timed step; -1: not measured

@@ -25,6 +25,7 @@ RankReport filled() {
   r.peak = {1, 0, -1, std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min(), 1 << 20};
   r.peak_total = 123456789012345;
   r.rss = 987654321;
+  r.device_used = 123456789;
   r.stage = 3;
   r.bubble_theory = 1.0 / 3.0;
   r.busy_median = 1e-300;

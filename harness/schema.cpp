@@ -64,6 +64,7 @@ const CsvSchema& fixed_cases_schema() {
           {"bubble_theory", "-", "(pp - 1) / (microbatches + pp - 1), the uniform-stage bubble", Compare::float_},
           {"peak_mem_bytes", "bytes", "max over ranks of the tracker's peak total bytes", Compare::info},
           {"peak_rss_bytes", "bytes", "max over ranks of process peak RSS (process lifetime, cross-check)", Compare::info},
+          {"device_used_bytes", "bytes", "GPU backends: max over ranks and steps of the GPU's used memory as its driver counts it (cudaMemGetInfo: total - free, after every step; every process on the GPU and the CUDA context included): the cross-check beside peak_mem_bytes; empty on host backends", Compare::info},
           {"comm_bytes_per_step", "bytes", "max over ranks of counted bus bytes per step (nccl-tests factors)", Compare::float_},
           {"comm_bytes_expected", "bytes", "max over ranks of the strategy's stated bus bytes over the run, divided by steps", Compare::float_},
           {"comm_payload_bytes", "bytes", "max over ranks of counted payload bytes over the run (an integer: the exact communication figure; comm_bytes_per_step is bus bytes in floating point)", Compare::exact},

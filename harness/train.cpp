@@ -113,7 +113,11 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
     watched_wait(&start, "barrier (harness)", side.axis(), side.native(), true);
     double share = 0, wait0 = stats.total_wait_s(), cpu_wait0 = probe ? cpu_wait_s() : 0;
     auto t0 = Clock::now();
-    guard([&] { share = strategy->train_step(step); });
+    // A device backend queues its ops: the step ends when its stream has drained.
+    guard([&] {
+      share = strategy->train_step(step);
+      backend->synchronize();
+    });
     double local[4] = {std::chrono::duration<double>(Clock::now() - t0).count(), out.error.empty() ? 0.0 : 1.0,
                        interruptible && interrupt_requested() ? 1.0 : 0.0, probe ? cpu_wait_s() - cpu_wait0 : 0.0};
     double slowest[4], loss = 0;
@@ -129,6 +133,7 @@ TrainResult train(const CaseConfig& c, const Layout& mesh_layout, const Workload
       out.probed.push_back({slowest[3], p.time_s, p.cpu_wait_s});
     }
     out.comm_wait.push_back(stats.total_wait_s() - wait0);
+    out.report.device_used = std::max(out.report.device_used, mem.allocator().device_used_bytes());
     if (strategy) {
       out.stats = strategy->step_stats();
       out.busy.push_back(out.stats.busy_s);

@@ -51,18 +51,11 @@ bool one_gpu_per_rank(MPI_Comm group) {
 
 }  // namespace
 
-CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p) {
-  std::unique_ptr<MpiComm> mpi = MpiComm::duplicate(group, axis);
-  if (!device_memory) return {std::move(mpi), "mpi"};
+std::vector<std::string> comm_backend_list() {
 #ifdef PTSUITE_CUDA
-  const char* forced = std::getenv("PTSUITE_COMM");
-  const bool force_staged = forced && std::string_view(forced) == "mpi-staged";
-  // Every rank computes the same answer: the GPU check is collective, the rest is the same input.
-  if (!force_staged && !tagged_p2p && one_gpu_per_rank(mpi->native())) return {std::make_unique<NcclComm>(std::move(mpi)), "nccl"};
-  return {std::make_unique<StagingComm>(std::move(mpi), std::make_shared<CudaStaging>()), "mpi-staged"};
+  return {"mpi", "nccl", "mpi-staged"};
 #else
-  (void)tagged_p2p;
-  throw Error("a backend with device memory needs a build with PTSUITE_CUDA");
+  return {"mpi"};
 #endif
 }
 
@@ -71,6 +64,32 @@ std::string comm_backend_names() {
   return "mpi, nccl (" + nccl_version() + "), mpi-staged";
 #else
   return "mpi";
+#endif
+}
+
+std::unique_ptr<Comm> make_named_comm(const std::string& name, MPI_Comm group, const std::string& axis) {
+  std::unique_ptr<MpiComm> mpi = MpiComm::duplicate(group, axis);
+  if (name == "mpi") return mpi;
+#ifdef PTSUITE_CUDA
+  if (name == "nccl") return std::make_unique<NcclComm>(std::move(mpi));
+  if (name == "mpi-staged") return std::make_unique<StagingComm>(std::move(mpi), std::make_shared<CudaStaging>());
+#endif
+  std::string known;
+  for (const std::string& n : comm_backend_list()) known += (known.empty() ? "" : ", ") + n;
+  throw ConfigError("communicator '" + name + "' is not in this build; available: " + known);
+}
+
+CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p) {
+  if (!device_memory) return {make_named_comm("mpi", group, axis), "mpi"};
+#ifdef PTSUITE_CUDA
+  const char* forced = std::getenv("PTSUITE_COMM");
+  const bool force_staged = forced && std::string_view(forced) == "mpi-staged";
+  // Every rank reaches the same answer: the GPU check is collective, the rest the same input.
+  const std::string name = !force_staged && !tagged_p2p && one_gpu_per_rank(group) ? "nccl" : "mpi-staged";
+  return {make_named_comm(name, group, axis), name};
+#else
+  (void)tagged_p2p;
+  throw Error("a backend with device memory needs a build with PTSUITE_CUDA");
 #endif
 }
 

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/comm/comm.hpp"
 
@@ -22,7 +23,13 @@ struct CaseComm {
 // environment forces staging on GPU backends, to compare it with NCCL on the same GPUs.
 CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p);
 
-// The communicators this build has ("mpi", and with CUDA "nccl" and "mpi-staged"): `ptsuite list`.
+// The communicators this build has: "mpi", and with CUDA "nccl" and "mpi-staged".
+std::vector<std::string> comm_backend_list();
+// The same for `ptsuite list`, with NCCL's version.
 std::string comm_backend_names();
+
+// The communicator called `name` (one of comm_backend_list()) over a private duplicate of
+// `group`, for `ptsuite bench --comm`; throws ConfigError naming the available ones.
+std::unique_ptr<Comm> make_named_comm(const std::string& name, MPI_Comm group, const std::string& axis);
 
 }  // namespace pts

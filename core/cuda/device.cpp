@@ -40,7 +40,8 @@ cudaStream_t compute_stream() {
   static cudaStream_t stream = [] {
     select_cuda_device();
     cudaStream_t s = nullptr;
-    PTS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    // Blocking: it waits on the legacy default stream, where the allocator zero-fills memory.
+    PTS_CUDA_CHECK(cudaStreamCreate(&s));
     return s;
   }();
   return stream;

@@ -20,7 +20,7 @@ int cuda_device_count();
 // Throws Error when no GPU is visible.
 int select_cuda_device();
 
-// The rank's compute stream (non-blocking, on the selected device; created on first use): every
+// The rank's compute stream (on the selected device; created on first use): every
 // backend op runs on it, and a collective orders itself after the work queued on it.
 cudaStream_t compute_stream();
 

@@ -29,7 +29,10 @@ inline Cases run_suite_text(const char* suite_text, const std::string& tag, cons
   int pid = getpid();
   MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::string dir = (std::filesystem::temp_directory_path() / ("ptsuite-" + tag + "-" + std::to_string(pid))).string();
-  RunSummary s = run_suite(suite, reg, {dir, "", true}, world);
+  RunOptions opts;
+  opts.out_dir = dir;
+  opts.quiet = true;
+  RunSummary s = run_suite(suite, reg, opts, world);
   if (world.rank() == 0) {
     io::CSVReader<11, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
     in.read_header(io::ignore_extra_column, "case", "strategy", "dp", "check_exact", "check_precision", "check_comm",

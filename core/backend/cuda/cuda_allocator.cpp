@@ -46,7 +46,7 @@ int64_t CudaAllocator::peak_bytes() const {
   return peak_;
 }
 
-int64_t CudaAllocator::device_used_bytes() {
+int64_t CudaAllocator::device_used_bytes() const {
   size_t free_b = 0, total_b = 0;
   cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
   return static_cast<int64_t>(total_b - free_b);

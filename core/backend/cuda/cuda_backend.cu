@@ -82,7 +82,9 @@ class CudaBackend final : public Backend<T> {
  public:
   CudaBackend(std::string name, bool tf32) : name_(std::move(name)) {
     select_cuda_device();
-    PTS_CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: waits on the default stream (allocator's memset)
+    // The rank's compute stream, shared by every backend instance: a collective (NcclComm,
+    // StagingComm) orders itself after the work queued on it.
+    stream_ = compute_stream();
     PTS_CUBLAS_CHECK(cublasCreate(&handle_));
     PTS_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
     // TF32 only where asked and only for float; float64 gemms never use it.
@@ -93,7 +95,6 @@ class CudaBackend final : public Backend<T> {
     cudaStreamSynchronize(stream_);
     if (scratch_) cudaFree(scratch_);
     cublasDestroy(handle_);
-    cudaStreamDestroy(stream_);
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -384,9 +385,9 @@ template std::unique_ptr<Backend<double>> make_cuda_backend<double>(const std::s
 
 void register_cuda_backends() {
   register_backend({"cuda", [] { return make_cuda_backend<float>("cuda", false); },
-                    [] { return make_cuda_backend<double>("cuda", false); }});
+                    [] { return make_cuda_backend<double>("cuda", false); }, true});
   register_backend({"cuda-tf32", [] { return make_cuda_backend<float>("cuda-tf32", true); },
-                    [] { return make_cuda_backend<double>("cuda-tf32", true); }});
+                    [] { return make_cuda_backend<double>("cuda-tf32", true); }, true});
 }
 
 bool cuda_backends_available() { return cuda_device_count() > 0; }

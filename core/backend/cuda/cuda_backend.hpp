@@ -23,7 +23,7 @@ class CudaAllocator final : public Allocator {
   void release(void* p, size_t bytes) override;
   int64_t live_bytes() const;
   int64_t peak_bytes() const;
-  static int64_t device_used_bytes();
+  int64_t device_used_bytes() const override;
 
  private:
   mutable std::mutex mu_;

@@ -606,11 +606,11 @@ TEST(CudaAllocatorTest, ZeroFillsCountsAndCrossChecks) {
   auto be = make_cuda_backend<double>("cuda", false);
   CudaAllocator& al = cuda_allocator();
   const size_t bytes = size_t{256} << 20;  // 256 MiB: visible in cudaMemGetInfo
-  const int64_t live0 = al.live_bytes(), used0 = CudaAllocator::device_used_bytes();
+  const int64_t live0 = al.live_bytes(), used0 = al.device_used_bytes();
   void* p = al.allocate(bytes);
   EXPECT_EQ(al.live_bytes(), live0 + static_cast<int64_t>(bytes));
   EXPECT_GE(al.peak_bytes(), al.live_bytes());
-  EXPECT_GE(CudaAllocator::device_used_bytes() - used0, static_cast<int64_t>(bytes)) << "cudaMemGetInfo cross-check";
+  EXPECT_GE(al.device_used_bytes() - used0, static_cast<int64_t>(bytes)) << "cudaMemGetInfo cross-check";
   // Dirty it, free it, allocate again (the driver hands the same range back): zeros again.
   be->fill(static_cast<double*>(p), 3.5, static_cast<int64_t>(bytes / sizeof(double)));
   be->synchronize();

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <cstdio>
 #include <cstdlib>
 #include <ucontext.h>
 #include <bit>
@@ -35,6 +36,7 @@ inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaErrorMemo
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaDeviceGetPCIBusId(char* b, int len, int) { std::snprintf(b, len, "emulated"); return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { std::strcpy(p->name, "emulated"); p->totalGlobalMem = emu::kTotal; p->major = 9; p->minor = 0; return cudaSuccess; }
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   std::lock_guard<std::mutex> l(emu::mu);
