@@ -93,6 +93,14 @@ run c4 "${NP2[@]}" run tiny.toml --out out_c4 --set steps --quiet
 check "--set without = exits 2 (got $rc)" test "$rc" -eq 2
 check "--set without =: stderr says KEY=VALUE" has c4.err "expected KEY=VALUE"
 
+# (c5) a CUDA build on a machine without a GPU: a cuda case exits 2 before anything runs.
+if "$BIN" list 2>/dev/null | grep -q "^backends:.*cuda" && ! nvidia-smi -L >/dev/null 2>&1; then
+  run c5 "${NP2[@]}" run tiny.toml --out out_c5 --set backend=cuda --quiet
+  check "--set backend=cuda without a GPU exits 2 (got $rc)" test "$rc" -eq 2
+  check "--set backend=cuda without a GPU: stderr says why" has c5.err "backend 'cuda' cannot run here: no GPU is visible"
+  check "--set backend=cuda without a GPU: --out dir not created" test ! -e out_c5
+fi
+
 # (d) the same --out again: refused, cases.csv untouched.
 cp out_c/cases.csv saved_cases.csv 2>/dev/null
 run d "${NP2[@]}" run tiny.toml --out out_c --quiet

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/comm/case_comm.hpp"
 #include "core/comm/counting_comm.hpp"
 #include "core/rng.hpp"
 #include "core/safetensors.hpp"
@@ -233,7 +234,8 @@ SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, co
     CaseConfig ck = c;
     ck.steps = k + 1;
     auto stats = std::make_shared<CommStats>();
-    CountingComm counted(MpiComm::duplicate(side.native(), "world"), stats);
+    CountingComm counted(
+        make_case_comm(side.native(), "world", find_backend(ck.backend)->device_memory, info.tagged_p2p).comm, stats);
     TrainResult r = c.dtype == "float32" ? train<float>(ck, ck.layout, w, info, counted, side, *stats, {})
                                          : train<double>(ck, ck.layout, w, info, counted, side, *stats, {});
     if (r.failed) {

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "core/comm/case_comm.hpp"
 #include "core/comm/counting_comm.hpp"
 #include "harness/train.hpp"
 #include "strategies/single.hpp"
@@ -22,7 +23,8 @@ const Reference& ReferenceCache::get(const CaseConfig& c, const StrategyInfo& in
   if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
   MpiComm self(MPI_COMM_SELF, "self", false);
   auto stats = std::make_shared<CommStats>();
-  CountingComm counted(MpiComm::duplicate(MPI_COMM_SELF, "world"), stats);
+  CountingComm counted(make_case_comm(MPI_COMM_SELF, "world", find_backend(rc.backend)->device_memory, ri->tagged_p2p).comm,
+                       stats);
   TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, {});
   return cache_[key] = Reference{r.losses, r.params, r.error};
 }

@@ -245,8 +245,12 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
     fail(path, where("workload"), "workload", "unknown workload '" + c.workload + "'; known: " + known);
   }
   require(c.dtype == "float32" || c.dtype == "float64", "dtype", "must be float32 or float64, got '" + c.dtype + "'");
-  require(find_backend(c.backend) != nullptr, "backend",
-          "unknown backend '" + c.backend + "'; known: " + backend_names());
+  const BackendInfo* backend = find_backend(c.backend);
+  require(backend != nullptr, "backend", "unknown backend '" + c.backend + "'; known: " + backend_names());
+  if (backend && backend->unavailable) {
+    const std::string why = backend->unavailable();
+    require(why.empty(), "backend", "backend '" + c.backend + "' cannot run here: " + why);
+  }
   require(c.optimizer.kind == "sgd" || c.optimizer.kind == "adamw", "optimizer",
           "must be sgd or adamw, got '" + c.optimizer.kind + "'");
   require(c.check == "auto" || c.check == "exact" || c.check == "precision" || c.check == "none", "check",

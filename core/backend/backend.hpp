@@ -135,6 +135,9 @@ struct BackendInfo {
   // Tensors in a GPU's memory: the case communicates through NCCL or staged MPI
   // (core/comm/case_comm.hpp), never plain MPI on device pointers.
   bool device_memory = false;
+  // Why the backend cannot run in this process ("" when it can; null: always can), asked
+  // when a suite is loaded so that a case for a missing GPU exits 2 before anything runs.
+  std::string (*unavailable)() = nullptr;
 };
 const BackendInfo* find_backend(const std::string& name);
 std::string backend_names();

@@ -383,11 +383,19 @@ std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, bool tf32
 template std::unique_ptr<Backend<float>> make_cuda_backend<float>(const std::string&, bool);
 template std::unique_ptr<Backend<double>> make_cuda_backend<double>(const std::string&, bool);
 
+namespace {
+std::string no_gpu() {
+  return cuda_device_count() > 0 ? std::string()
+                                 : "no GPU is visible to this process (cudaGetDeviceCount is 0; check the driver and "
+                                   "CUDA_VISIBLE_DEVICES)";
+}
+}  // namespace
+
 void register_cuda_backends() {
   register_backend({"cuda", [] { return make_cuda_backend<float>("cuda", false); },
-                    [] { return make_cuda_backend<double>("cuda", false); }, true});
+                    [] { return make_cuda_backend<double>("cuda", false); }, true, no_gpu});
   register_backend({"cuda-tf32", [] { return make_cuda_backend<float>("cuda-tf32", true); },
-                    [] { return make_cuda_backend<double>("cuda-tf32", true); }, true});
+                    [] { return make_cuda_backend<double>("cuda-tf32", true); }, true, no_gpu});
 }
 
 bool cuda_backends_available() { return cuda_device_count() > 0; }
