@@ -67,7 +67,9 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 // in turn on the calling thread; __syncthreads() switches to the next fiber, so every thread
 // reaches a barrier before any passes it. Blocks run one after another. A kernel whose
 // first thread finishes without a barrier has none (a barrier must be reached by every
-// thread of a block), so the rest of its threads and blocks run as plain calls.
+// thread of a block), so the rest of its threads and blocks run as plain calls. Odd blocks
+// run their threads in reverse order: a read racing with another thread's write between two
+// barriers (a bug on a GPU) then sees the write in one order and misses it in the other.
 #define __global__
 #define __device__
 #define __shared__ static
@@ -125,33 +127,37 @@ inline void launch(unsigned grid, unsigned block, size_t, cudaStream_t, const st
   bool plain = false;
   for (unsigned b = 0; b < grid; ++b) {
     blockIdx.x = b;
+    const bool rev = b % 2 == 1;
     if (plain) {
-      for (unsigned t = 0; t < block; ++t) {
-        threadIdx.x = t;
+      for (unsigned i = 0; i < block; ++i) {
+        threadIdx.x = rev ? block - 1 - i : i;
         fn();
       }
       continue;
     }
+    // Thread `first` alone first: does this kernel have a barrier?
+    const unsigned first = rev ? block - 1 : 0;
+    auto nth = [&](unsigned i) { return rev ? block - 1 - i : i; };
     f.synced = false;
-    start_fiber(0);
-    resume(0);  // thread 0 alone first: does this kernel have a barrier?
+    start_fiber(first);
+    resume(first);
     if (!f.synced) {
       plain = true;
-      for (unsigned t = 1; t < block; ++t) {
-        threadIdx.x = t;
+      for (unsigned i = 1; i < block; ++i) {
+        threadIdx.x = nth(i);
         fn();
       }
       continue;
     }
-    for (unsigned t = 1; t < block; ++t) {  // the others reach the first barrier
-      start_fiber(t);
-      resume(t);
+    for (unsigned i = 1; i < block; ++i) {  // the others reach the first barrier
+      start_fiber(nth(i));
+      resume(nth(i));
     }
     for (bool any = true; any;) {  // then every round passes one barrier
       any = false;
-      for (unsigned t = 0; t < block; ++t)
-        if (!f.finished[t]) {
-          resume(t);
+      for (unsigned i = 0; i < block; ++i)
+        if (!f.finished[nth(i)]) {
+          resume(nth(i));
           any = true;
         }
     }
@@ -160,7 +166,7 @@ inline void launch(unsigned grid, unsigned block, size_t, cudaStream_t, const st
 }  // namespace emu
 inline void __syncthreads() {
   emu::Fibers& f = emu::fibers;
-  if (!f.in_fiber) std::abort();  // a barrier in a kernel whose thread 0 of block 0 had none
+  if (!f.in_fiber) std::abort();  // a barrier in a kernel whose first thread run had none
   f.synced = true;
   const unsigned t = f.cur;
   swapcontext(&f.ctx[t], &f.sched);
