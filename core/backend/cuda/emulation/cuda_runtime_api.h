@@ -72,6 +72,7 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 // barriers (a bug on a GPU) then sees the write in one order and misses it in the other.
 #define __global__
 #define __device__
+#define __host__
 #define __shared__ static
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
