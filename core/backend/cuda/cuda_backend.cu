@@ -114,8 +114,12 @@ class CudaBackend final : public Backend<T> {
     PTS_LAUNCH_CHECK("add_bias");
   }
   void bias_grad(const T* dy, T* dbias, int64_t rows, int64_t cols) override {
-    if (cols == 0) return;
-    k::bias_grad_k<<<k::grid_for(cols), k::kThreads, 0, stream_>>>(dy, dbias, rows, cols);
+    if (rows == 0 || cols == 0) return;
+    const int64_t chunks = k::col_chunks(rows);
+    T* part = scratch_as<T>(chunks * cols);
+    k::col_partials_k<<<k::grid_for(chunks * cols), k::kThreads, 0, stream_>>>(dy, rows, cols, part);
+    PTS_LAUNCH_CHECK("bias_grad partials");
+    k::col_finish_k<<<k::grid_for(cols), k::kThreads, 0, stream_>>>(part, chunks, cols, dbias);
     PTS_LAUNCH_CHECK("bias_grad");
   }
   void gelu_forward(const T* x, T* y, int64_t n) override {
@@ -170,8 +174,16 @@ class CudaBackend final : public Backend<T> {
     if (rows == 0 || n == 0) return;
     k::layernorm_backward_dx_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, gamma, mean, rstd, dy, dx, n);
     PTS_LAUNCH_CHECK("layernorm_backward dx");
-    k::layernorm_param_grad_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(x, mean, rstd, dy, dgamma, dbeta, rows, n);
-    PTS_LAUNCH_CHECK("layernorm_backward dgamma/dbeta");
+    const int64_t chunks = k::col_chunks(rows);
+    T* pg = scratch_as<T>(2 * chunks * n);
+    T* pb = pg + chunks * n;
+    k::layernorm_param_partials_k<<<k::grid_for(chunks * n), k::kThreads, 0, stream_>>>(x, mean, rstd, dy, rows, n,
+                                                                                         pg, pb);
+    PTS_LAUNCH_CHECK("layernorm_backward dgamma/dbeta partials");
+    k::col_finish_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(pg, chunks, n, dgamma);
+    PTS_LAUNCH_CHECK("layernorm_backward dgamma");
+    k::col_finish_k<<<k::grid_for(n), k::kThreads, 0, stream_>>>(pb, chunks, n, dbeta);
+    PTS_LAUNCH_CHECK("layernorm_backward dbeta");
   }
 
   // Per (sequence, head), as the CPU: att = scale q k^T as full [S,S] gemms, causal softmax
@@ -329,9 +341,9 @@ class CudaBackend final : public Backend<T> {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t handle_ = nullptr;
-  // The backend's own workspace (per-row losses, embedding chains, attention's dS): grown
-  // on demand, never shrunk, outside the MemoryTracker (it is not a tensor; at most
-  // max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
+  // The backend's own workspace (per-row losses, column partial sums, embedding chains,
+  // attention's dS): grown on demand, never shrunk, outside the MemoryTracker (it is not a
+  // tensor; at most max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
 

@@ -6,7 +6,7 @@
 // Determinism: no atomics. A row reduction is one thread block per row: thread t sums
 // elements t, t + 256, ... in order, then a fixed shared-memory tree combines the 256
 // partials, so a rerun gives the same bits. Column reductions (bias_grad, layernorm's
-// dgamma/dbeta) are one thread per column walking the rows in order, the CPU's order.
+// dgamma/dbeta) sum chunks of rows, then the chunks, each in a fixed order (below).
 // Reductions accumulate in double for both T (the CPU does so for layernorm and the
 // cross-entropies; elsewhere it is the more accurate choice and costs little beside the
 // gemms).
@@ -152,31 +152,52 @@ __global__ void adamw_k(T* p, const T* g, T* m, T* v, int64_t n, T b1, T b2, T c
   }
 }
 
-// ---- column reductions: one thread per column, rows in order -----------------------------
+// ---- column reductions: two passes, fixed order ------------------------------------------
+// One thread per column over all R rows would leave most of the GPU idle (768 columns are
+// 3 blocks) and walk 8192 rows serially; instead each thread sums one chunk of kColChunk
+// rows of one column in row order, then one thread per column adds the chunks' sums in
+// chunk order onto the accumulator. The order depends on R only, never on the launch.
 
+constexpr int64_t kColChunk = 64;
+__host__ __device__ inline int64_t col_chunks(int64_t rows) { return (rows + kColChunk - 1) / kColChunk; }
+__device__ inline int64_t chunk_end(int64_t c, int64_t rows) { return (c + 1) * kColChunk < rows ? (c + 1) * kColChunk : rows; }
+
+// part[c * cols + j] = sum of dy[r, j] over the rows r of chunk c, in order.
 template <class T>
-__global__ void bias_grad_k(const T* dy, T* dbias, int64_t rows, int64_t cols) {
-  PTS_GRID_STRIDE(j, cols) {
-    T acc = dbias[j];
-    for (int64_t r = 0; r < rows; ++r) acc += dy[r * cols + j];
-    dbias[j] = acc;
+__global__ void col_partials_k(const T* dy, int64_t rows, int64_t cols, T* part) {
+  PTS_GRID_STRIDE(i, col_chunks(rows) * cols) {
+    const int64_t c = i / cols, j = i % cols, r1 = chunk_end(c, rows);
+    T acc = T(0);
+    for (int64_t r = c * kColChunk; r < r1; ++r) acc += dy[r * cols + j];
+    part[i] = acc;
   }
 }
 
-// dgamma[j] += sum_r dy * xhat, dbeta[j] += sum_r dy, rows in order as the CPU does.
+// The same for layernorm's parameter gradients: dy * xhat into pg, dy into pb.
 template <class T>
-__global__ void layernorm_param_grad_k(const T* x, const T* mean, const T* rstd, const T* dy, T* dgamma, T* dbeta,
-                                       int64_t rows, int64_t n) {
-  PTS_GRID_STRIDE(j, n) {
-    T dg = dgamma[j], db = dbeta[j];
-    for (int64_t r = 0; r < rows; ++r) {
+__global__ void layernorm_param_partials_k(const T* x, const T* mean, const T* rstd, const T* dy, int64_t rows,
+                                           int64_t n, T* pg, T* pb) {
+  PTS_GRID_STRIDE(i, col_chunks(rows) * n) {
+    const int64_t c = i / n, j = i % n, r1 = chunk_end(c, rows);
+    T g = T(0), b = T(0);
+    for (int64_t r = c * kColChunk; r < r1; ++r) {
       const T xhat = (x[r * n + j] - mean[r]) * rstd[r];
       const T d = dy[r * n + j];
-      dg += d * xhat;
-      db += d;
+      g += d * xhat;
+      b += d;
     }
-    dgamma[j] = dg;
-    dbeta[j] = db;
+    pg[i] = g;
+    pb[i] = b;
+  }
+}
+
+// out[j] += the chunks' sums, in chunk order.
+template <class T>
+__global__ void col_finish_k(const T* part, int64_t chunks, int64_t cols, T* out) {
+  PTS_GRID_STRIDE(j, cols) {
+    T acc = out[j];
+    for (int64_t c = 0; c < chunks; ++c) acc += part[c * cols + j];
+    out[j] = acc;
   }
 }
 

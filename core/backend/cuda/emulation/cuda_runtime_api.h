@@ -67,9 +67,14 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
 // Device code: kernels compile as host functions. A block's threads are fibers (ucontext) run
 // in turn on the calling thread; __syncthreads() switches to the next fiber, so every thread
-// reaches a barrier before any passes it. Blocks run one after another.
+// reaches a barrier before any passes it. Blocks run one after another. A kernel whose
+// first thread finishes without a barrier has none (a barrier must be reached by every
+// thread of a block), so the rest of its threads and blocks run as plain calls. Odd blocks
+// run their threads in reverse order: a read racing with another thread's write between two
+// barriers (a bug on a GPU) then sees the write in one order and misses it in the other.
 #define __global__
 #define __device__
+#define __host__
 #define __shared__ static
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 
@@ -80,6 +85,7 @@ struct Fibers {
   std::vector<std::vector<char>> stacks;
   std::vector<char> finished;
   unsigned cur = 0;
+  bool in_fiber = false, synced = false;
   const std::function<void()>* fn = nullptr;
 };
 inline Fibers fibers;
@@ -88,40 +94,83 @@ inline void fiber_entry() {
   fibers.finished[fibers.cur] = 1;
   swapcontext(&fibers.ctx[fibers.cur], &fibers.sched);
 }
+// getcontext returns twice; kept out of launch() so that no loop variable there is at risk.
+[[gnu::noinline]] inline void init_context(ucontext_t* c) { getcontext(c); }
+inline void start_fiber(unsigned t) {
+  Fibers& f = fibers;
+  f.ctx[t].uc_stack.ss_sp = f.stacks[t].data();
+  f.ctx[t].uc_stack.ss_size = f.stacks[t].size();
+  f.ctx[t].uc_link = nullptr;
+  makecontext(&f.ctx[t], fiber_entry, 0);
+  f.finished[t] = 0;
+}
+// Runs thread t until it finishes or reaches a barrier.
+inline void resume(unsigned t) {
+  Fibers& f = fibers;
+  f.cur = t;
+  threadIdx.x = t;
+  f.in_fiber = true;
+  swapcontext(&f.sched, &f.ctx[t]);
+  f.in_fiber = false;
+}
 inline void launch(unsigned grid, unsigned block, size_t, cudaStream_t, const std::function<void()>& fn) {
   Fibers& f = fibers;
   f.fn = &fn;
-  f.ctx.resize(block);
-  f.stacks.resize(block);
-  f.finished.assign(block, 0);
-  for (auto& st : f.stacks) st.resize(size_t{256} << 10);
+  if (f.ctx.size() < block) {
+    f.ctx.resize(block);
+    f.stacks.resize(block);
+    for (unsigned t = 0; t < block; ++t) {
+      init_context(&f.ctx[t]);
+      f.stacks[t].resize(size_t{256} << 10);
+    }
+  }
+  f.finished.assign(block, 1);
   blockDim.x = block;
   gridDim.x = grid;
+  bool plain = false;
   for (unsigned b = 0; b < grid; ++b) {
     blockIdx.x = b;
-    for (unsigned t = 0; t < block; ++t) {
-      getcontext(&f.ctx[t]);
-      f.ctx[t].uc_stack.ss_sp = f.stacks[t].data();
-      f.ctx[t].uc_stack.ss_size = f.stacks[t].size();
-      f.ctx[t].uc_link = nullptr;
-      makecontext(&f.ctx[t], fiber_entry, 0);
-      f.finished[t] = 0;
-    }
-    for (bool any = true; any;) {
-      any = false;
-      for (unsigned t = 0; t < block; ++t) {
-        if (f.finished[t]) continue;
-        f.cur = t;
-        threadIdx.x = t;
-        swapcontext(&f.sched, &f.ctx[t]);
-        any = true;
+    const bool rev = b % 2 == 1;
+    if (plain) {
+      for (unsigned i = 0; i < block; ++i) {
+        threadIdx.x = rev ? block - 1 - i : i;
+        fn();
       }
+      continue;
+    }
+    // Thread `first` alone first: does this kernel have a barrier?
+    const unsigned first = rev ? block - 1 : 0;
+    auto nth = [&](unsigned i) { return rev ? block - 1 - i : i; };
+    f.synced = false;
+    start_fiber(first);
+    resume(first);
+    if (!f.synced) {
+      plain = true;
+      for (unsigned i = 1; i < block; ++i) {
+        threadIdx.x = nth(i);
+        fn();
+      }
+      continue;
+    }
+    for (unsigned i = 1; i < block; ++i) {  // the others reach the first barrier
+      start_fiber(nth(i));
+      resume(nth(i));
+    }
+    for (bool any = true; any;) {  // then every round passes one barrier
+      any = false;
+      for (unsigned i = 0; i < block; ++i)
+        if (!f.finished[nth(i)]) {
+          resume(nth(i));
+          any = true;
+        }
     }
   }
 }
 }  // namespace emu
 inline void __syncthreads() {
   emu::Fibers& f = emu::fibers;
+  if (!f.in_fiber) std::abort();  // a barrier in a kernel whose first thread run had none
+  f.synced = true;
   const unsigned t = f.cur;
   swapcontext(&f.ctx[t], &f.sched);
   threadIdx.x = t;
