@@ -1,4 +1,4 @@
-// The CUDA backend: one stream per instance, every op queued on it; gemm through cuBLAS
+// The CUDA backend: every op queued on the rank's compute stream; gemm through cuBLAS
 // (row-major contract mapped onto column-major by swapping the operands), attention's
 // per-(sequence, head) products as strided batched gemms, kernels (cuda_kernels.cuh) for
 // the rest. Ops return before the GPU finishes; synchronize() waits.

@@ -1,5 +1,5 @@
 // The CUDA backend: cuBLAS for gemm (attention's S x S products as strided batched gemms),
-// kernels for every other op, all on one stream per backend instance, tensors in device
+// kernels for every other op, all on the rank's compute stream (core/cuda/device.hpp), tensors in device
 // memory from CudaAllocator. Only built with PTSUITE_CUDA.
 #pragma once
 #include <cstddef>
