@@ -235,7 +235,7 @@ SnapshotRun strategy_snapshots(const CaseConfig& c, const StrategyInfo& info, co
     ck.steps = k + 1;
     auto stats = std::make_shared<CommStats>();
     CountingComm counted(
-        make_case_comm(side.native(), "world", find_backend(ck.backend)->device_memory, info.tagged_p2p).comm, stats);
+        make_case_comm(side.native(), "world", *find_backend(ck.backend), info.tagged_p2p).comm, stats);
     TrainResult r = c.dtype == "float32" ? train<float>(ck, ck.layout, w, info, counted, side, *stats, {})
                                          : train<double>(ck, ck.layout, w, info, counted, side, *stats, {});
     if (r.failed) {

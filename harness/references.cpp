@@ -23,7 +23,7 @@ const Reference& ReferenceCache::get(const CaseConfig& c, const StrategyInfo& in
   if (!ri) return cache_[key] = Reference{{}, {}, "reference strategy '" + rc.strategy + "' is not registered"};
   MpiComm self(MPI_COMM_SELF, "self", false);
   auto stats = std::make_shared<CommStats>();
-  CountingComm counted(make_case_comm(MPI_COMM_SELF, "world", find_backend(rc.backend)->device_memory, ri->tagged_p2p).comm,
+  CountingComm counted(make_case_comm(MPI_COMM_SELF, "world", *find_backend(rc.backend), ri->tagged_p2p).comm,
                        stats);
   TrainResult r = train<T>(rc, Layout{}, w, *ri, counted, self, *stats, {});
   return cache_[key] = Reference{r.losses, r.params, r.error};

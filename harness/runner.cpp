@@ -199,7 +199,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
       auto stats = std::make_shared<CommStats>();
       // Counting on top of the (optional) emulated link, over a private duplicate: MPI, or
       // NCCL / staged MPI when the backend's tensors are on GPUs.
-      CaseComm made = make_case_comm(side.native(), "world", find_backend(c.backend)->device_memory, info.tagged_p2p);
+      CaseComm made = make_case_comm(side.native(), "world", *find_backend(c.backend), info.tagged_p2p);
       std::unique_ptr<Comm> base = std::move(made.comm);
       if (c.link.enabled()) base = std::make_unique<LinkComm>(std::move(base), c.link, stats);
       CountingComm counted(std::move(base), stats);

@@ -12,6 +12,7 @@
 namespace pts {
 
 enum class Trans { no, yes };
+class StagingCopy;  // core/comm/staging_comm.hpp
 
 struct SgdParams {
   double lr = 0.1, momentum = 0.9, weight_decay = 0.0;
@@ -138,6 +139,9 @@ struct BackendInfo {
   // Why the backend cannot run in this process ("" when it can; null: always can), asked
   // when a suite is loaded so that a case for a missing GPU exits 2 before anything runs.
   std::string (*unavailable)() = nullptr;
+  // Device memory a staged communicator copies through its own functions (a test's host
+  // stand-in for a GPU); null: the CUDA runtime's (core/comm/case_comm.hpp).
+  std::shared_ptr<StagingCopy> (*staging)() = nullptr;
 };
 const BackendInfo* find_backend(const std::string& name);
 std::string backend_names();

@@ -79,8 +79,9 @@ std::unique_ptr<Comm> make_named_comm(const std::string& name, MPI_Comm group, c
   throw ConfigError("communicator '" + name + "' is not in this build; available: " + known);
 }
 
-CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p) {
-  if (!device_memory) return {make_named_comm("mpi", group, axis), "mpi"};
+CaseComm make_case_comm(MPI_Comm group, const std::string& axis, const BackendInfo& backend, bool tagged_p2p) {
+  if (!backend.device_memory) return {make_named_comm("mpi", group, axis), "mpi"};
+  if (backend.staging) return {std::make_unique<StagingComm>(MpiComm::duplicate(group, axis), backend.staging()), "mpi-staged"};
 #ifdef PTSUITE_CUDA
   const char* forced = std::getenv("PTSUITE_COMM");
   const bool force_staged = forced && std::string_view(forced) == "mpi-staged";

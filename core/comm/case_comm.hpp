@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend/backend.hpp"
 #include "core/comm/comm.hpp"
 
 namespace pts {
@@ -19,9 +20,11 @@ struct CaseComm {
   std::string name;  // "mpi", "nccl" or "mpi-staged"
 };
 
-// Collective over `group` (a private duplicate is made). PTSUITE_COMM=mpi-staged in the
+// Collective over `group` (a private duplicate is made), for a case on `backend`: MPI for
+// host memory; staged MPI through the backend's own copies where it has them (a test's
+// stand-in for a GPU); on CUDA, NCCL or staged MPI as above. PTSUITE_COMM=mpi-staged in the
 // environment forces staging on GPU backends, to compare it with NCCL on the same GPUs.
-CaseComm make_case_comm(MPI_Comm group, const std::string& axis, bool device_memory, bool tagged_p2p);
+CaseComm make_case_comm(MPI_Comm group, const std::string& axis, const BackendInfo& backend, bool tagged_p2p);
 
 // The communicators this build has: "mpi", and with CUDA "nccl" and "mpi-staged".
 std::vector<std::string> comm_backend_list();
