@@ -43,6 +43,10 @@ bad ONE iters "--iters (0) must be at least 1" --iters 0
 bad ONE comm "--comm 'gloo' is not available; available: mpi" --comm gloo
 bad ONE backend "--backend 'tpu' is not available; available: cpu" --backend tpu
 bad ONE dtype "--dtype 'bf16': give float32 or float64" --dtype bf16
+# A CUDA build on a machine without a GPU: the GPU backend is refused before anything runs.
+if "$BIN" list 2>/dev/null | grep -q "^backends:.*cuda" && ! nvidia-smi -L >/dev/null 2>&1; then
+  bad ONE cuda_no_gpu "--backend 'cuda' cannot run here: no GPU is visible" --backend cuda --comm mpi-staged
+fi
 
 # A sweep of every op: exit 0, the table on stdout, bench.csv with the schema's header and
 # every op's rows, #wrong 0 in and out of place, env.json.

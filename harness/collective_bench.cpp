@@ -150,6 +150,8 @@ void validate(const BenchOptions& o) {
   const std::vector<std::string> comms = comm_backend_list();
   if (std::find(comms.begin(), comms.end(), o.comm) == comms.end())
     throw ConfigError("--comm '" + o.comm + "' is not available; available: " + bench_comm_names());
+  if (const BackendInfo* b = find_backend(o.backend); b->unavailable && !b->unavailable().empty())
+    throw ConfigError("--backend '" + o.backend + "' cannot run here: " + b->unavailable());
   if (find_backend(o.backend)->device_memory && o.comm == "mpi")
     throw ConfigError("--backend '" + o.backend + "' keeps its buffers on the GPU: use --comm nccl or mpi-staged");
 }
