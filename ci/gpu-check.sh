@@ -8,7 +8,8 @@
 #   device: run(command="bash ci/gpu-check.sh", carry=[".gpu-debs"], timeout_s=540)
 # Results (CSV, logs) go to $OUT (the device tool brings them back), else /tmp/gpu-check.
 # Also runs on a machine with the libraries installed (no .gpu-debs): then it uses them.
-# GPU_CHECK_TARGETS="rng_test comm_test" builds only those and stops: a dry run of the build.
+# GPU_CHECK_DRY=1 GPU_CHECK_TARGETS="rng_test comm_test" builds only those and stops: a dry run
+# of the relocated build where there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-check}
@@ -17,6 +18,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_TH
 declare -A RESULT
 note() { RESULT[$1]=$2; printf 'gpu-check: %-28s %s\n' "$1" "$2"; }
 T0=$SECONDS
+# One device call runs 600 s at most: every step gets what is left of GPU_CHECK_BUDGET, and
+# a step with under 20 s left is skipped (and said so) rather than cut off mid-way.
+BUDGET=${GPU_CHECK_BUDGET:-540}
+left() {  # MAX -> seconds this step may take (0: skip it)
+  local rest=$((BUDGET - (SECONDS - T0)))
+  ((rest > $1)) && rest=$1
+  ((rest < 20)) && rest=0
+  echo "$rest"
+}
 
 # --- the carried Debian libraries, relocated under $ROOT -------------------------------
 CMAKE_ARGS=()
@@ -47,7 +57,8 @@ nvcc --version | tail -1 | sed 's/^/gpu-check: /'
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
 if cmake -S . -B build-gpu "${GEN[@]}" -DCMAKE_BUILD_TYPE=Release -DPTSUITE_CUDA=ON -DPTSUITE_TESTS=ON \
      -DPTSUITE_BENCH=ON "${CMAKE_ARGS[@]}" >"$OUT/configure.log" 2>&1 &&
-   cmake --build build-gpu -j"$(nproc)" ${GPU_CHECK_TARGETS:+--target $GPU_CHECK_TARGETS} >"$OUT/build.log" 2>&1; then
+   cmake --build build-gpu -j"$(nproc)" --target ${GPU_CHECK_TARGETS:-ptsuite ptsuite_bench cuda_backend_test} \
+     >"$OUT/build.log" 2>&1; then
   note build "ok ($((SECONDS - T0)) s)"
 else
   tail -40 "$OUT/configure.log" "$OUT/build.log"
@@ -59,11 +70,11 @@ for bin in build-gpu/*; do
   missing=$(ldd "$bin" | grep "not found")
   [[ -z $missing ]] || echo "gpu-check: $bin misses libraries: $missing"
 done
-[[ -n ${GPU_CHECK_TARGETS:-} ]] && exit 0  # a dry run of the build alone (tried where there is no GPU)
+[[ -n ${GPU_CHECK_DRY:-} ]] && exit 0  # a dry run of the build alone (tried where there is no GPU)
 build-gpu/ptsuite list | grep -E '^(backends|communicators):' | sed 's/^/gpu-check: /'
 
 # --- GPU unit tests (CTest label gpu: they skip without a GPU, so count the skips) ---------
-(cd build-gpu && ctest -L gpu --output-on-failure --timeout 300) >"$OUT/gpu-tests.log" 2>&1
+(cd build-gpu && ctest -L gpu --output-on-failure --timeout "$(left 120)") >"$OUT/gpu-tests.log" 2>&1
 status=$?
 summary=$(grep -E "tests passed|tests failed" "$OUT/gpu-tests.log" | tail -1)
 skipped=$(grep -c "Skipped\|SKIPPED" "$OUT/gpu-tests.log")
@@ -82,9 +93,11 @@ print(f"{len(rows)} cases: {v['PASS']} PASS, {v['FAIL']} FAIL; comm {dict(c)}" +
 PY
 }
 run_quick() {  # NAME NP ARGS...
-  local name=$1 np=$2; shift 2
+  local name=$1 np=$2 t; shift 2
+  t=$(left 150)
+  ((t > 0)) || { note "$name" "skipped: the time budget is spent"; return; }
   rm -rf "$OUT/$name"
-  timeout 240 "${MPIRUN[@]}" -np "$np" build-gpu/ptsuite run suite/quick.toml --out "$OUT/$name" --progress none "$@" \
+  timeout "$t" "${MPIRUN[@]}" -np "$np" build-gpu/ptsuite run suite/quick.toml --out "$OUT/$name" --progress none "$@" \
     >"$OUT/$name.log" 2>&1
   local s=$?
   if [[ -f $OUT/$name/cases.csv ]]; then note "$name" "exit $s, $(verdicts "$OUT/$name")"
@@ -93,19 +106,20 @@ run_quick() {  # NAME NP ARGS...
 run_quick quick-cuda-4ranks 4 --set backend=cuda
 run_quick quick-cuda-nccl-1rank 1 --set backend=cuda --filter '^single'
 run_quick quick-tf32-4ranks 4 --set backend=cuda-tf32 --filter 'float32'
+run_quick quick-bf16-4ranks 4 --set backend=cuda-bf16 --filter 'float32'
 
 # --- benchmarks ---------------------------------------------------------------------------
-if [[ -x build-gpu/ptsuite_bench ]]; then
-  timeout 180 build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5s \
+if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]]; then
+  timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5s \
     --benchmark_out="$OUT/step-bench.json" --benchmark_out_format=json >"$OUT/step-bench.log" 2>&1
   note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
   grep '^BM_' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
 fi
-if build-gpu/ptsuite bench --help >/dev/null 2>&1; then
-  timeout 120 "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
+if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]]; then
+  timeout "$(left 60)" "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
     --out "$OUT/bench-nccl" >"$OUT/bench-nccl.log" 2>&1
   note bench-nccl-1rank "exit $? ($OUT/bench-nccl.log)"
-  timeout 120 "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 64M \
+  timeout "$(left 60)" "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 64M \
     --out "$OUT/bench-staged" >"$OUT/bench-staged.log" 2>&1
   note bench-staged-4ranks "exit $? ($OUT/bench-staged.log)"
 fi

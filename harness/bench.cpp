@@ -58,7 +58,7 @@ BENCHMARK_CAPTURE(BM_Step, single/gpt-small, std::string("gpt-small"), 16)->Unit
 #ifdef PTSUITE_CUDA
 // The GPU figures (ci/gpu-check.sh): cuBLAS gemms at the shapes of a gpt2-124m step (R = 8
 // sequences x 1024 tokens rows; C = 768) and the step itself, on `backend` (cuda: TF32 off,
-// cuda-tf32: on). The step's flops_per_s over the gemm's, both from the same run, is its
+// cuda-tf32: on, cuda-bf16: bfloat16 gemms with float32 weights). The step's flops_per_s over the gemm's, both from the same run, is its
 // efficiency. Each iteration ends with the stream synchronised, so wall time is GPU time.
 constexpr int64_t kGptBatch = 8;
 
@@ -82,6 +82,8 @@ BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/fc, std::string("cuda-tf32"), 3072, 768
 BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/qkv, std::string("cuda-tf32"), 2304, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaGemm, cuda-tf32/head, std::string("cuda-tf32"), 50257, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaGemm, cuda/fc, std::string("cuda"), 3072, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda-bf16/fc, std::string("cuda-bf16"), 3072, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaGemm, cuda-bf16/head, std::string("cuda-bf16"), 50257, 768)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CudaStep(benchmark::State& state, const std::string& backend, const std::string& dtype) {
   const pts::WorkloadSpec& w = *pts::find_workload("gpt2-124m");
@@ -113,6 +115,8 @@ void BM_CudaStep(benchmark::State& state, const std::string& backend, const std:
       benchmark::Counter(w.flops_per_sample() * kGptBatch, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda-tf32/float32, std::string("cuda-tf32"), std::string("float32"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda-bf16/float32, std::string("cuda-bf16"), std::string("float32"))
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda/float32, std::string("cuda"), std::string("float32"))
     ->Unit(benchmark::kMillisecond)->UseRealTime();

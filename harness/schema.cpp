@@ -35,7 +35,7 @@ const CsvSchema& fixed_cases_schema() {
           {"strategy", "-", "registry name of the strategy", Compare::setting},
           {"workload", "-", "workload preset", Compare::setting},
           {"dtype", "-", "float32 or float64", Compare::setting},
-          {"backend", "-", "compute backend the case ran on (cpu; cuda, cuda-tf32 in a CUDA build)", Compare::setting},
+          {"backend", "-", "compute backend the case ran on (cpu; cuda, cuda-tf32, cuda-bf16 in a CUDA build: the last two round float32 gemm inputs to TF32 / bfloat16)", Compare::setting},
           {"comm_backend", "-", "communicator the case ran on: mpi (host tensors), nccl (GPU tensors, one GPU per rank) or mpi-staged (GPU tensors copied through host memory: ranks share a GPU, or the strategy matches messages by tag); empty for a case that crashed", Compare::setting},
           {"optimizer", "-", "sgd (with momentum) or adamw", Compare::setting},
           {"ranks", "count", "ranks the case ran on (dp * tp * pp)", Compare::setting},

@@ -142,6 +142,9 @@ struct BackendInfo {
   // Device memory a staged communicator copies through its own functions (a test's host
   // stand-in for a GPU); null: the CUDA runtime's (core/comm/case_comm.hpp).
   std::shared_ptr<StagingCopy> (*staging)() = nullptr;
+  // float32 gemms round their inputs (TF32, bfloat16): a float32 case's precision reference
+  // (the single-device float32 run its error is a ratio of) runs on this backend too.
+  bool reduced_precision = false;
 };
 const BackendInfo* find_backend(const std::string& name);
 std::string backend_names();

@@ -41,15 +41,27 @@ int dim32(int64_t v, const char* what) {
 // Row-major C[m,n] = alpha op(A) op(B) + beta C, `count` times with element strides sa, sb,
 // sc. Row-major X with leading dimension ld is column-major X^T, so C^T = op(B)^T op(A)^T:
 // cuBLAS gets (op_b, op_a, n, m, k, B, A).
+// The cuBLAS handle and whether float32 gemms run in bfloat16 (GemmMath::bf16; TF32 is the
+// handle's math mode instead).
+struct Blas {
+  cublasHandle_t h = nullptr;
+  bool bf16 = false;
+};
+
 template <class T>
-void gemm_strided(cublasHandle_t h, Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a,
+void gemm_strided(const Blas& blas, Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a,
                   int64_t lda, int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc, int64_t sc,
                   int64_t count) {
   if (m == 0 || n == 0 || count == 0) return;
   const int M = dim32(m, "m"), N = dim32(n, "n"), K = dim32(kk, "k"), cnt = dim32(count, "batch");
   const int LDA = dim32(lda, "lda"), LDB = dim32(ldb, "ldb"), LDC = dim32(ldc, "ldc");
+  cublasHandle_t h = blas.h;
   if constexpr (std::is_same_v<T, float>) {
-    if (count == 1)
+    if (blas.bf16)
+      PTS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, CUDA_R_32F, LDB, sb, a,
+                                                  CUDA_R_32F, LDA, sa, &beta, c, CUDA_R_32F, LDC, sc, cnt,
+                                                  CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    else if (count == 1)
       PTS_CUBLAS_CHECK(cublasSgemm(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, a, LDA, &beta, c, LDC));
     else
       PTS_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, sb, a, LDA, sa,
@@ -80,21 +92,23 @@ AttnBatching attn_batching(int64_t B, int64_t S, int64_t H, int64_t D) {
 template <class T>
 class CudaBackend final : public Backend<T> {
  public:
-  CudaBackend(std::string name, bool tf32) : name_(std::move(name)) {
+  CudaBackend(std::string name, GemmMath math) : name_(std::move(name)) {
     select_cuda_device();
     // The rank's compute stream, shared by every backend instance: a collective (NcclComm,
     // StagingComm) orders itself after the work queued on it.
     stream_ = compute_stream();
-    PTS_CUBLAS_CHECK(cublasCreate(&handle_));
-    PTS_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
-    // TF32 only where asked and only for float; float64 gemms never use it.
-    const bool use_tf32 = tf32 && std::is_same_v<T, float>;
-    PTS_CUBLAS_CHECK(cublasSetMathMode(handle_, use_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    PTS_CUBLAS_CHECK(cublasCreate(&blas_.h));
+    PTS_CUBLAS_CHECK(cublasSetStream(blas_.h, stream_));
+    // TF32 and bf16 only where asked and only for float; float64 gemms never use them.
+    const bool single = std::is_same_v<T, float>;
+    PTS_CUBLAS_CHECK(cublasSetMathMode(blas_.h, single && math == GemmMath::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                                  : CUBLAS_DEFAULT_MATH));
+    blas_.bf16 = single && math == GemmMath::bf16;
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     if (scratch_) cudaFree(scratch_);
-    cublasDestroy(handle_);
+    cublasDestroy(blas_.h);
   }
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -105,7 +119,7 @@ class CudaBackend final : public Backend<T> {
 
   void gemm(Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a, int64_t lda, const T* b,
             int64_t ldb, T beta, T* c, int64_t ldc) override {
-    gemm_strided(handle_, ta, tb, m, n, kk, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
+    gemm_strided(blas_, ta, tb, m, n, kk, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1);
   }
 
   void add_bias(T* y, const T* bias, int64_t rows, int64_t cols) override {
@@ -197,14 +211,14 @@ class CudaBackend final : public Backend<T> {
     for (int64_t o = 0; o < a.outer; ++o) {
       const T* q = qkv + o * a.qkv_outer;
       T* p = att + o * a.att_outer;
-      gemm_strided(handle_, Trans::no, Trans::yes, S, S, D, scale, q, ld, a.qkv_inner, q + HD, ld, a.qkv_inner, T(0),
+      gemm_strided(blas_, Trans::no, Trans::yes, S, S, D, scale, q, ld, a.qkv_inner, q + HD, ld, a.qkv_inner, T(0),
                    p, S, a.att_inner, a.inner);
     }
     k::causal_softmax_k<<<grid_rows(batch * heads * S), k::kThreads, 0, stream_>>>(att, S);
     PTS_LAUNCH_CHECK("attention causal softmax");
     for (int64_t o = 0; o < a.outer; ++o) {
       const T* v = qkv + o * a.qkv_outer + 2 * HD;
-      gemm_strided(handle_, Trans::no, Trans::no, S, D, S, T(1), att + o * a.att_outer, S, a.att_inner, v, ld,
+      gemm_strided(blas_, Trans::no, Trans::no, S, D, S, T(1), att + o * a.att_outer, S, a.att_inner, v, ld,
                    a.qkv_inner, T(0), out + o * a.out_outer, HD, a.out_inner, a.inner);
     }
   }
@@ -228,8 +242,8 @@ class CudaBackend final : public Backend<T> {
       const T* p = att + o * a.att_outer;
       const T* dO = dout + o * a.out_outer;
       const int64_t sq = a.qkv_inner, so = a.out_inner, sp = a.att_inner, SS = S * S;
-      gemm_strided(handle_, Trans::yes, Trans::no, S, D, S, T(1), p, S, sp, dO, HD, so, T(0), dv, ld, sq, a.inner);
-      gemm_strided(handle_, Trans::no, Trans::yes, S, S, D, T(1), dO, HD, so, v, ld, sq, T(0), ds, S, SS, a.inner);
+      gemm_strided(blas_, Trans::yes, Trans::no, S, D, S, T(1), p, S, sp, dO, HD, so, T(0), dv, ld, sq, a.inner);
+      gemm_strided(blas_, Trans::no, Trans::yes, S, S, D, T(1), dO, HD, so, v, ld, sq, T(0), ds, S, SS, a.inner);
       // The scratch holds the inner entries contiguously, att strides by sp: one launch per entry
       // when they differ (batching over sequences), else one for all.
       if (sp == SS) {
@@ -241,8 +255,8 @@ class CudaBackend final : public Backend<T> {
           PTS_LAUNCH_CHECK("attention softmax backward");
         }
       }
-      gemm_strided(handle_, Trans::no, Trans::no, S, D, S, scale, ds, S, SS, kk, ld, sq, T(0), dq, ld, sq, a.inner);
-      gemm_strided(handle_, Trans::yes, Trans::no, S, D, S, scale, ds, S, SS, q, ld, sq, T(0), dk, ld, sq, a.inner);
+      gemm_strided(blas_, Trans::no, Trans::no, S, D, S, scale, ds, S, SS, kk, ld, sq, T(0), dq, ld, sq, a.inner);
+      gemm_strided(blas_, Trans::yes, Trans::no, S, D, S, scale, ds, S, SS, q, ld, sq, T(0), dk, ld, sq, a.inner);
     }
   }
 
@@ -340,7 +354,7 @@ class CudaBackend final : public Backend<T> {
  private:
   std::string name_;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t handle_ = nullptr;
+  Blas blas_;
   // The backend's own workspace (per-row losses, column partial sums, embedding chains,
   // attention's dS): grown on demand, never shrunk, outside the MemoryTracker (it is not a
   // tensor; at most max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
@@ -389,11 +403,11 @@ class CudaBackend final : public Backend<T> {
 }  // namespace
 
 template <class T>
-std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, bool tf32) {
-  return std::make_unique<CudaBackend<T>>(name, tf32);
+std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, GemmMath math) {
+  return std::make_unique<CudaBackend<T>>(name, math);
 }
-template std::unique_ptr<Backend<float>> make_cuda_backend<float>(const std::string&, bool);
-template std::unique_ptr<Backend<double>> make_cuda_backend<double>(const std::string&, bool);
+template std::unique_ptr<Backend<float>> make_cuda_backend<float>(const std::string&, GemmMath);
+template std::unique_ptr<Backend<double>> make_cuda_backend<double>(const std::string&, GemmMath);
 
 namespace {
 std::string no_gpu() {
@@ -404,10 +418,16 @@ std::string no_gpu() {
 }  // namespace
 
 void register_cuda_backends() {
-  register_backend({"cuda", [] { return make_cuda_backend<float>("cuda", false); },
-                    [] { return make_cuda_backend<double>("cuda", false); }, true, no_gpu});
-  register_backend({"cuda-tf32", [] { return make_cuda_backend<float>("cuda-tf32", true); },
-                    [] { return make_cuda_backend<double>("cuda-tf32", true); }, true, no_gpu});
+  // tf32 and bf16 round float32 gemm inputs: a float32 case's precision reference runs on the
+  // same backend (reduced_precision), so the error ratio compares like with like.
+  register_backend({"cuda", [] { return make_cuda_backend<float>("cuda", GemmMath::full); },
+                    [] { return make_cuda_backend<double>("cuda", GemmMath::full); }, true, no_gpu});
+  register_backend({"cuda-tf32", [] { return make_cuda_backend<float>("cuda-tf32", GemmMath::tf32); },
+                    [] { return make_cuda_backend<double>("cuda-tf32", GemmMath::tf32); }, true, no_gpu, nullptr,
+                    true});
+  register_backend({"cuda-bf16", [] { return make_cuda_backend<float>("cuda-bf16", GemmMath::bf16); },
+                    [] { return make_cuda_backend<double>("cuda-bf16", GemmMath::bf16); }, true, no_gpu, nullptr,
+                    true});
 }
 
 bool cuda_backends_available() { return cuda_device_count() > 0; }

@@ -33,11 +33,18 @@ class CudaAllocator final : public Allocator {
 // out, so a tensor may outlive the backend that allocated it.
 CudaAllocator& cuda_allocator();
 
+// How float32 gemms compute (float64 ones always in full float64):
+//   full: CUBLAS_DEFAULT_MATH, full float32 ("cuda");
+//   tf32: TF32 tensor cores, inputs rounded to 10 mantissa bits ("cuda-tf32");
+//   bf16: bfloat16 tensor cores, inputs rounded to bfloat16, float32 accumulation and output
+//         (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF: "cuda-bf16"), while weights, gradients,
+//         optimizer state and every other op stay float32: bf16 compute with float32 master
+//         weights, the way mixed-precision training runs its matrix products.
+enum class GemmMath { full, tf32, bf16 };
+
 // A backend on the GPU select_cuda_device() picks (throws Error when none is visible).
-// tf32: float32 gemms may use TF32 tensor cores (CUBLAS_TF32_TENSOR_OP_MATH); otherwise
-// CUBLAS_DEFAULT_MATH, full float32. float64 is unaffected.
 template <class T>
-std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, bool tf32);
+std::unique_ptr<Backend<T>> make_cuda_backend(const std::string& name, GemmMath math);
 
 // Adds "cuda" (TF32 off) and "cuda-tf32" to the backend registry. Called by main; the
 // factories throw Error when no GPU is visible, so registering is safe on any machine.

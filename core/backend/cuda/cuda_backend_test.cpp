@@ -111,7 +111,7 @@ class CudaBackendTest : public testing::Test {
   static constexpr const char* type_name = std::is_same_v<T, double> ? "float64" : "float32";
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << kNoGpu;
-    gpu = make_cuda_backend<T>("cuda", false);
+    gpu = make_cuda_backend<T>("cuda", GemmMath::full);
   }
   // GPU result within tol of the CPU's; prints the max relative error.
   template <class U>
@@ -448,7 +448,7 @@ class CudaGradientTest : public testing::Test {
   static constexpr double kStep = 1e-5, kTol = 1e-6;
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << kNoGpu;
-    gpu = make_cuda_backend<double>("cuda", false);
+    gpu = make_cuda_backend<double>("cuda", GemmMath::full);
   }
   static double dot(const std::vector<double>& w, const std::vector<double>& y) {
     double s = 0;
@@ -572,8 +572,8 @@ TEST(CudaBackendTf32, Tf32OnlyWhereAsked) {
         ref[i * n + j] += double(a[i * k + p]) * double(b[p * n + j]);
         mag[i * n + j] += std::abs(double(a[i * k + p]) * double(b[p * n + j]));
       }
-  auto err = [&](bool tf32) {
-    auto be = make_cuda_backend<float>(tf32 ? "cuda-tf32" : "cuda", tf32);
+  auto err = [&](GemmMath math) {
+    auto be = make_cuda_backend<float>("cuda", math);
     DeviceBuf<float> da(a), db(b), dc(std::vector<float>(m * n));
     be->gemm(Trans::no, Trans::no, m, n, k, 1.0f, da.get(), k, db.get(), n, 0.0f, dc.get(), n);
     be->synchronize();
@@ -582,13 +582,17 @@ TEST(CudaBackendTf32, Tf32OnlyWhereAsked) {
     for (int64_t i = 0; i < m * n; ++i) e = std::max(e, std::abs(c[i] - ref[i]) / mag[i]);
     return e;
   };
-  const double full = err(false), tf32 = err(true);
-  std::printf("[  error   ] float32  gemm 256x256x512 vs float64: cuda %.3e, cuda-tf32 %.3e\n", full, tf32);
+  const double full = err(GemmMath::full), tf32 = err(GemmMath::tf32), bf16 = err(GemmMath::bf16);
+  std::printf("[  error   ] float32  gemm 256x256x512 vs float64: cuda %.3e, cuda-tf32 %.3e, cuda-bf16 %.3e\n", full,
+              tf32, bf16);
   EXPECT_LT(full, 1e-5) << "float32 gemm without TF32";
   EXPECT_GT(tf32, 1e-5) << "cuda-tf32 did not use TF32";
   EXPECT_LT(tf32, 5e-3);
+  // bfloat16 keeps 7 mantissa bits to TF32's 10: about 8x the error, still well below 1 %.
+  EXPECT_GT(bf16, 2 * tf32) << "cuda-bf16 did not compute in bfloat16";
+  EXPECT_LT(bf16, 3e-2);
   // float64 is unaffected by the TF32 setting.
-  auto d = make_cuda_backend<double>("cuda-tf32", true);
+  auto d = make_cuda_backend<double>("cuda-tf32", GemmMath::tf32);
   const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
   DeviceBuf<double> da(a64), db(b64), dc(zeros<double>(m * n));
   d->gemm(Trans::no, Trans::no, m, n, k, 1.0, da.get(), k, db.get(), n, 0.0, dc.get(), n);
@@ -597,13 +601,19 @@ TEST(CudaBackendTf32, Tf32OnlyWhereAsked) {
   double e = 0;
   for (int64_t i = 0; i < m * n; ++i) e = std::max(e, std::abs(c[i] - ref[i]) / mag[i]);
   EXPECT_LT(e, 1e-13) << "float64 gemm on cuda-tf32";
+  auto d16 = make_cuda_backend<double>("cuda-bf16", GemmMath::bf16);
+  DeviceBuf<double> dc16(zeros<double>(m * n));
+  d16->gemm(Trans::no, Trans::no, m, n, k, 1.0, da.get(), k, db.get(), n, 0.0, dc16.get(), n);
+  d16->synchronize();
+  const std::vector<double> c16 = dc16.host();
+  for (int64_t i = 0; i < m * n; ++i) ASSERT_EQ(c16[i], c[i]) << "float64 gemm on cuda-bf16 differs from cuda-tf32's";
 }
 
 // ---- allocator and registry ---------------------------------------------------------------
 
 TEST(CudaAllocatorTest, ZeroFillsCountsAndCrossChecks) {
   if (cuda_device_count() == 0) GTEST_SKIP() << kNoGpu;
-  auto be = make_cuda_backend<double>("cuda", false);
+  auto be = make_cuda_backend<double>("cuda", GemmMath::full);
   CudaAllocator& al = cuda_allocator();
   const size_t bytes = size_t{256} << 20;  // 256 MiB: visible in cudaMemGetInfo
   const int64_t live0 = al.live_bytes(), used0 = al.device_used_bytes();
@@ -638,10 +648,16 @@ TEST(CudaAllocatorTest, OutOfMemoryNamesTheBytesAndRecovers) {
   cuda_allocator().release(p, 64);
 }
 
-TEST(CudaRegistry, RegistersCudaAndCudaTf32) {
+TEST(CudaRegistry, RegistersCudaCudaTf32AndCudaBf16) {
   register_cuda_backends();
-  ASSERT_NE(find_backend("cuda"), nullptr);
-  ASSERT_NE(find_backend("cuda-tf32"), nullptr);
+  for (const char* name : {"cuda", "cuda-tf32", "cuda-bf16"}) {
+    const BackendInfo* b = find_backend(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_TRUE(b->device_memory) << name;
+    EXPECT_EQ(b->reduced_precision, std::string(name) != "cuda") << name;
+    ASSERT_NE(b->unavailable, nullptr) << name;
+    EXPECT_EQ(b->unavailable().empty(), cuda_device_count() > 0) << name;
+  }
   if (cuda_device_count() == 0) {
     EXPECT_FALSE(cuda_backends_available());
     EXPECT_THROW(make_backend<float>("cuda"), Error);  // a clear error, not a crash
@@ -649,6 +665,7 @@ TEST(CudaRegistry, RegistersCudaAndCudaTf32) {
   }
   EXPECT_TRUE(cuda_backends_available());
   EXPECT_EQ(make_backend<float>("cuda-tf32")->name(), "cuda-tf32");
+  EXPECT_EQ(make_backend<float>("cuda-bf16")->name(), "cuda-bf16");
   EXPECT_EQ(make_backend<double>("cuda")->name(), "cuda");
 }
 
