@@ -31,20 +31,17 @@ BenchOptions small_sweep(const std::string& dtype) {
   return o;
 }
 
-// A test-only Comm decorator (the extension point a user's communicator uses): all_reduce
-// leaves out the last element, so on every rank that element keeps what was there before.
-class DropLastAllReduce final : public Comm {
+// Forwards every call to `inner`: the planted communicators below change one op each.
+class ForwardingComm : public Comm {
  public:
-  explicit DropLastAllReduce(Comm& inner) : inner_(inner) {}
+  explicit ForwardingComm(Comm& inner) : inner_(inner) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   const std::string& axis() const override { return inner_.axis(); }
   std::unique_ptr<Comm> split(int color, int key, const std::string& axis) override {
     return inner_.split(color, key, axis);
   }
-  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t) override {
-    return inner_.iall_reduce(s, r, n - 1, t);
-  }
+  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t) override { return inner_.iall_reduce(s, r, n, t); }
   RequestPtr ireduce_scatter(const void* s, void* r, size_t n, DType t) override {
     return inner_.ireduce_scatter(s, r, n, t);
   }
@@ -57,26 +54,26 @@ class DropLastAllReduce final : public Comm {
   RequestPtr irecv(void* b, size_t n, DType t, int peer, int tag) override { return inner_.irecv(b, n, t, peer, tag); }
   void barrier() override { inner_.barrier(); }
 
- private:
+ protected:
   Comm& inner_;
+};
+
+// A test-only Comm decorator (the extension point a user's communicator uses): all_reduce
+// leaves out the last element, so on every rank that element keeps what was there before.
+class DropLastAllReduce final : public ForwardingComm {
+ public:
+  using ForwardingComm::ForwardingComm;
+  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t) override {
+    return inner_.iall_reduce(s, r, n - 1, t);
+  }
 };
 
 // A test-only Comm decorator whose all_gather never delivers the last rank's block: it is
 // built from broadcasts of the other blocks (the own block copied on the host: CPU buffers
 // only), so that block keeps the -1 fill on every rank, its owner's too unless in place.
-class DropLastBlockAllGather final : public Comm {
+class DropLastBlockAllGather final : public ForwardingComm {
  public:
-  explicit DropLastBlockAllGather(Comm& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  const std::string& axis() const override { return inner_.axis(); }
-  std::unique_ptr<Comm> split(int color, int key, const std::string& axis) override {
-    return inner_.split(color, key, axis);
-  }
-  RequestPtr iall_reduce(const void* s, void* r, size_t n, DType t) override { return inner_.iall_reduce(s, r, n, t); }
-  RequestPtr ireduce_scatter(const void* s, void* r, size_t n, DType t) override {
-    return inner_.ireduce_scatter(s, r, n, t);
-  }
+  using ForwardingComm::ForwardingComm;
   RequestPtr iall_gather(const void* s, void* r, size_t n, DType t) override {
     const size_t block = n * dtype_size(t);
     char* out = static_cast<char*>(r);
@@ -84,20 +81,12 @@ class DropLastBlockAllGather final : public Comm {
     for (int q = 0; q + 1 < size(); ++q) inner_.broadcast(out + q * block, n, t, q);
     return std::make_unique<Done>();
   }
-  RequestPtr ibroadcast(void* b, size_t n, DType t, int root) override { return inner_.ibroadcast(b, n, t, root); }
-  RequestPtr iall_to_all(const void* s, void* r, size_t n, DType t) override { return inner_.iall_to_all(s, r, n, t); }
-  RequestPtr isend(const void* b, size_t n, DType t, int peer, int tag) override {
-    return inner_.isend(b, n, t, peer, tag);
-  }
-  RequestPtr irecv(void* b, size_t n, DType t, int peer, int tag) override { return inner_.irecv(b, n, t, peer, tag); }
-  void barrier() override { inner_.barrier(); }
 
  private:
   struct Done final : Request {
     void wait() override {}
     bool test() override { return true; }
   };
-  Comm& inner_;
 };
 
 class BenchSweep : public testing::TestWithParam<std::string> {};

@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter
 
 from . import schema
-from .load import ReportError, read_env
+from .load import read_csv, read_env
 from .plots.style import OVERSUBSCRIBED_NOTE, panel_grid, save
 
 FIGURE = "bench_busbw.png"
@@ -24,24 +24,7 @@ CAPTION = ("bench.csv: busbw = size / time x the op's bus factor (all_reduce 2(n
 def load_bench(run_dir: Path):
     """bench.csv of run_dir as a frame (text columns as strings, the rest numbers), or
     None when there is none. A missing required column is a ReportError naming it."""
-    path = run_dir / schema.BENCH_FILE
-    if not path.is_file():
-        return None
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except pd.errors.EmptyDataError:
-        raise ReportError(f"{path}: file is empty (no header row)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: cannot parse CSV: {exc}") from None
-    missing = [c for c in schema.BENCH if c.required and c.name not in df.columns]
-    if missing:
-        needs = ", ".join(dict.fromkeys(c.used_for for c in missing))
-        raise ReportError(f"{path}: missing column(s) {', '.join(c.name for c in missing)} (needed for {needs})")
-    for c in schema.BENCH:
-        if c.name not in df.columns:
-            df[c.name] = "" if c.text else float("nan")
-        elif not c.text:
-            df[c.name] = pd.to_numeric(df[c.name], errors="coerce")
+    df, _ = read_csv(run_dir, schema.BENCH_FILE, schema.BENCH, optional=True)
     return df
 
 

@@ -51,13 +51,15 @@ class Run:
         return list(dict.fromkeys(self.cases["workload"]))
 
 
-def read_csv(run_dir: Path, name: str) -> tuple:
+def read_csv(run_dir: Path, name: str, columns=None, optional=None) -> tuple:
     """(frame, absent optional columns) of one CSV: text columns as strings, the
-    others as floats (empty or non-numeric fields become NaN)."""
-    columns = schema.FILES[name]
+    others as floats (empty or non-numeric fields become NaN). `columns` defaults to
+    the run directory's schema for `name`; an optional file that is absent gives None."""
+    columns = schema.FILES[name] if columns is None else columns
+    optional = name in schema.OPTIONAL_FILES if optional is None else optional
     path = run_dir / name
     if not path.is_file():
-        if name in schema.OPTIONAL_FILES:
+        if optional:
             return None, [c.name for c in columns]
         raise ReportError(f"{path}: file not found")
     try:
