@@ -6,15 +6,20 @@
 # libraries: ci/gpu-debs.sh fetches them here into .gpu-debs/, which this script unpacks.
 #   here:   bash ci/gpu-debs.sh
 #   device: run(command="bash ci/gpu-check.sh", carry=[".gpu-debs"], timeout_s=540)
-# Results (CSV, logs) go to $OUT (the device tool brings them back), else /tmp/gpu-check.
+# Results (CSV, logs) go to /tmp/gpu-check, packed into $OUT/gpu-check.tar.gz where $OUT is set.
 # Also runs on a machine with the libraries installed (no .gpu-debs): then it uses them.
 # GPU_CHECK_DRY=1 GPU_CHECK_TARGETS="rng_test comm_test" builds only those and stops: a dry run
 # of the relocated build where there is no GPU.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu-check}
-mkdir -p "$OUT"
+# The device tool brings back at most 8 files from $OUT: everything is written under
+# /tmp/gpu-check and packed into one $OUT/gpu-check.tar.gz on exit.
+DEST=${OUT:-}
+OUT=/tmp/gpu-check
+rm -rf "$OUT" && mkdir -p "$OUT"
+[[ -n $DEST ]] && trap 'tar czf "$DEST/gpu-check.tar.gz" -C /tmp gpu-check' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export PMIX_MCA_pcompress_base_silence_warning=1
 declare -A RESULT
 note() { RESULT[$1]=$2; printf 'gpu-check: %-28s %s\n' "$1" "$2"; }
 T0=$SECONDS
@@ -39,6 +44,7 @@ if [[ -d .gpu-debs ]]; then
   ln -sf mpirun.openmpi "$ROOT/usr/bin/mpirun"
   ln -sf mpicxx.openmpi "$ROOT/usr/bin/mpicxx"
   export OPAL_PREFIX=$ROOT/usr  # Open MPI finds its plugins and help files under it
+  export PMIX_MCA_mca_base_component_path=$ROOT/usr/lib/$A/pmix2/lib/pmix  # not the image's PMIx plugins
   export PATH=$ROOT/usr/bin:$PATH
   export LD_LIBRARY_PATH=$ROOT/usr/lib/$A:$ROOT/usr/lib/$A/openblas-pthread:$ROOT/usr/lib/$A/openmpi/lib:${LD_LIBRARY_PATH:-}
   export PKG_CONFIG_PATH=$ROOT/usr/lib/$A/pkgconfig:$ROOT/usr/lib/$A/openblas-pthread/pkgconfig:$ROOT/usr/share/pkgconfig
@@ -47,7 +53,8 @@ if [[ -d .gpu-debs ]]; then
                -DMPI_CXX_COMPILER="$ROOT/usr/bin/mpicxx.openmpi" -DMPIEXEC_EXECUTABLE="$ROOT/usr/bin/mpirun.openmpi")
   MPIRUN=$ROOT/usr/bin/mpirun.openmpi
 fi
-MPIRUN=("$MPIRUN" --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1 -x LD_LIBRARY_PATH -x OPAL_PREFIX)
+MPIRUN=("$MPIRUN" --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1 -x LD_LIBRARY_PATH -x OPAL_PREFIX
+        -x PMIX_MCA_pcompress_base_silence_warning)
 [[ $(id -u) -eq 0 ]] && MPIRUN+=(--allow-run-as-root)
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1 | sed 's/^/gpu-check: gpu /'
@@ -92,34 +99,49 @@ fails = [r["case"] for r in rows if r["verdict"] == "FAIL"]
 print(f"{len(rows)} cases: {v['PASS']} PASS, {v['FAIL']} FAIL; comm {dict(c)}" + (f"; failed: {' '.join(fails[:6])}" if fails else ""))
 PY
 }
-run_quick() {  # NAME NP ARGS...
-  local name=$1 np=$2 t; shift 2
+# One GPU: NCCL refuses two ranks on one device, so NCCL runs the one-rank cases (single, and
+# DDP's all_reduce over a one-rank communicator) of this suite; 4 ranks share the GPU staged.
+cat >"$OUT/one-rank.toml" <<'TOML'
+description = "one rank on NCCL: single and ddp dp 1 on mlp-tiny and gpt-tiny"
+[defaults]
+steps = 6
+warmup_steps = 2
+global_batch = 32
+lr = 0.05
+seed = 1234
+[[case]]
+strategy = ["single", "ddp"]
+workload = ["mlp-tiny", "gpt-tiny"]
+dtype = ["float64", "float32"]
+TOML
+run_quick() {  # NAME NP SUITE ARGS...
+  local name=$1 np=$2 suite=$3 t; shift 3
   t=$(left 150)
   ((t > 0)) || { note "$name" "skipped: the time budget is spent"; return; }
   rm -rf "$OUT/$name"
-  timeout "$t" "${MPIRUN[@]}" -np "$np" build-gpu/ptsuite run suite/quick.toml --out "$OUT/$name" --progress none "$@" \
+  timeout "$t" "${MPIRUN[@]}" -np "$np" build-gpu/ptsuite run "$suite" --out "$OUT/$name" --progress none "$@" \
     >"$OUT/$name.log" 2>&1
   local s=$?
   if [[ -f $OUT/$name/cases.csv ]]; then note "$name" "exit $s, $(verdicts "$OUT/$name")"
   else tail -20 "$OUT/$name.log"; note "$name" "exit $s, no cases.csv"; fi
 }
-run_quick quick-cuda-4ranks 4 --set backend=cuda
-run_quick quick-cuda-nccl-1rank 1 --set backend=cuda --filter '^single'
-run_quick quick-tf32-4ranks 4 --set backend=cuda-tf32 --filter 'float32'
-run_quick quick-bf16-4ranks 4 --set backend=cuda-bf16 --filter 'float32'
+run_quick quick-cuda-4ranks 4 suite/quick.toml --set backend=cuda
+run_quick nccl-1rank 1 "$OUT/one-rank.toml" --set backend=cuda
+run_quick quick-tf32-4ranks 4 suite/quick.toml --set backend=cuda-tf32 --filter 'float32'
+run_quick quick-bf16-4ranks 4 suite/quick.toml --set backend=cuda-bf16 --filter 'float32'
 
 # --- benchmarks ---------------------------------------------------------------------------
 if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]]; then
-  timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5s \
+  timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5 \
     --benchmark_out="$OUT/step-bench.json" --benchmark_out_format=json >"$OUT/step-bench.log" 2>&1
   note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
-  grep '^BM_' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
+  grep -E '^(BM_|profile)' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
 fi
 if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]]; then
   timeout "$(left 60)" "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
     --out "$OUT/bench-nccl" >"$OUT/bench-nccl.log" 2>&1
   note bench-nccl-1rank "exit $? ($OUT/bench-nccl.log)"
-  timeout "$(left 60)" "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 64M \
+  timeout "$(left 60)" "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 4M \
     --out "$OUT/bench-staged" >"$OUT/bench-staged.log" 2>&1
   note bench-staged-4ranks "exit $? ($OUT/bench-staged.log)"
 fi

@@ -8,7 +8,13 @@
 
 #include "core/comm/mpi/mpi_comm.hpp"
 #ifdef PTSUITE_CUDA
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <vector>
+
 #include "core/backend/cuda/cuda_backend.hpp"
+#include "core/backend/observed_backend.hpp"
 #endif
 #include "core/rng.hpp"
 #include "strategies/single.hpp"
@@ -121,6 +127,82 @@ BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda-bf16/float32, std::string("cuda-bf
 BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda/float32, std::string("cuda"), std::string("float32"))
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_CudaStep, gpt2-124m/cuda/float64, std::string("cuda"), std::string("float64"))
+    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// Where a step's time goes: the same step with the stream synchronised around every backend op
+// (ObservedBackend), the wall time summed per op. Synchronising adds a launch latency per op,
+// so the sum exceeds BM_CudaStep's time; the shares say which ops to look at. Printed as
+// "profile" lines after the run.
+class OpProfile final : public pts::BackendObserver {
+ public:
+  void attach(pts::Backend<float>& be) { be_ = &be; }
+  void before(const char*, std::initializer_list<const void*>, std::initializer_list<const void*>) override {
+    be_->synchronize();
+    t0_ = std::chrono::steady_clock::now();
+  }
+  void after(const char* op) override {
+    be_->synchronize();
+    Entry& e = ops_[op];
+    e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    ++e.calls;
+  }
+  void print(const std::string& title, int steps) const {
+    std::vector<std::pair<std::string, Entry>> rows(ops_.begin(), ops_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+    double total = 0;
+    for (const auto& r : rows) total += r.second.seconds;
+    std::printf("profile %s: %.2f ms per step in %d ops\n", title.c_str(), 1e3 * total / steps, [&] {
+      int64_t c = 0;
+      for (const auto& r : rows) c += r.second.calls;
+      return static_cast<int>(c / steps);
+    }());
+    for (const auto& [op, e] : rows)
+      std::printf("profile   %-20s %6lld calls %9.2f ms %5.1f %%\n", op.c_str(), static_cast<long long>(e.calls / steps),
+                  1e3 * e.seconds / steps, 100 * e.seconds / total);
+  }
+
+ private:
+  struct Entry {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  pts::Backend<float>* be_ = nullptr;
+  std::chrono::steady_clock::time_point t0_;
+  std::map<std::string, Entry> ops_;
+};
+
+void BM_CudaStepProfile(benchmark::State& state, const std::string& backend) {
+  const pts::WorkloadSpec& w = *pts::find_workload("gpt2-124m");
+  pts::CaseConfig cfg;
+  cfg.strategy = "single";
+  cfg.workload = w.name;
+  cfg.dtype = "float32";
+  cfg.backend = backend;
+  cfg.global_batch = kGptBatch;
+  cfg.optimizer.lr = 1e-4;
+  auto inner = pts::make_backend<float>(backend);
+  if (!inner) return state.SkipWithError("backend not registered (no GPU?)");
+  OpProfile profile;
+  profile.attach(*inner);
+  pts::ObservedBackend<float> be(std::move(inner), profile);
+  pts::MemoryTracker mem(be.allocator());
+  pts::MpiComm self(MPI_COMM_SELF, "world", false);
+  pts::Mesh mesh(self, cfg.layout);
+  pts::Single<float> single(pts::StrategyContext<float>{cfg, w, mesh, be, mem});
+  int step = 0;
+  single.load_batch(step);
+  single.train_step(step++);  // warm: workspaces grown, the pool filled; not counted
+  profile = OpProfile();
+  profile.attach(be.inner());
+  int steps = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(single.train_step(step++));
+    be.synchronize();
+    ++steps;
+  }
+  profile.print("gpt2-124m " + backend, steps);
+}
+BENCHMARK_CAPTURE(BM_CudaStepProfile, gpt2-124m/cuda-tf32, std::string("cuda-tf32"))
     ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 #endif
 

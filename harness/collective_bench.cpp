@@ -359,6 +359,10 @@ BenchResult sweep(const BenchOptions& o, Comm& comm, MpiComm& world, bool print)
   const bool talk = print && world.rank() == 0;
   if (talk) std::fputs(bench_table_header().c_str(), stdout);
   for (BenchOp op : o.ops) {
+    if (op == BenchOp::send_recv && comm.size() == 1) {  // a rank's only peer would be itself
+      if (talk) std::puts("# send_recv: skipped, it needs 2 ranks");
+      continue;
+    }
     uint64_t last = 0;
     for (uint64_t size : bench_sizes(o.min_bytes, o.max_bytes, o.factor)) {
       const size_t c = bench_count(op, size, sizeof(T), comm.size());

@@ -2,12 +2,15 @@
 // the CPU backend whose tensors all come from a PoisonArena (never reused, poisoned and made
 // inaccessible when freed). A layer or strategy that kept using a tensor's memory after
 // releasing it would fault; every case must pass every check exactly as on "cpu", and every
-// byte the arena handed out must come back.
+// byte the arena handed out must come back. Every op is checked against Backend's memory
+// contract (tensors in the arena, ids, labels and upload/download buffers on the host): a
+// host buffer handed to an op aborts the case, as it faults on a GPU.
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "core/comm/staging_comm.hpp"
+#include "core/testing/device_checked_backend.hpp"
 #include "core/testing/poison_arena.hpp"
 #include "harness/testing/suite_run.hpp"
 
@@ -21,6 +24,13 @@ namespace {
 PoisonArena& arena() {
   static PoisonArena a;
   return a;
+}
+
+// The CPU backend on the arena, every op checked against Backend's memory contract as a GPU
+// holds it (device_checked_backend.hpp).
+template <class T>
+std::unique_ptr<Backend<T>> checked_cpu(const char* name) {
+  return device_checked<T>(make_cpu_backend<T>(name, arena()), arena());
 }
 
 // suite/quick.toml with every case on `backend`.
@@ -37,8 +47,8 @@ std::string quick_suite_on(const std::string& backend) {
 }
 
 TEST(PoisonBackend, QuickSuitePassesWithEveryTensorInThePoisonArena) {
-  register_backend({"cpu-poison", [] { return make_cpu_backend<float>("cpu-poison", arena()); },
-                    [] { return make_cpu_backend<double>("cpu-poison", arena()); }});
+  register_backend({"cpu-poison", [] { return checked_cpu<float>("cpu-poison"); },
+                    [] { return checked_cpu<double>("cpu-poison"); }});
   StrategyRegistry reg = builtin_strategies();
   const testing_support::Cases cases = testing_support::run_suite_text(quick_suite_on("cpu-poison").c_str(), "poison", reg);
   int rank = 0;
@@ -59,8 +69,8 @@ TEST(PoisonBackend, QuickSuitePassesWithEveryTensorInThePoisonArena) {
 // buffer, here memcpy standing in for cudaMemcpy). Every check passes as on "cpu": the
 // communication counted is the strategies' calls, not the staging copies.
 TEST(PoisonBackend, QuickSuitePassesOnTheStagedCommunicator) {
-  register_backend({"cpu-poison-staged", [] { return make_cpu_backend<float>("cpu-poison-staged", arena()); },
-                    [] { return make_cpu_backend<double>("cpu-poison-staged", arena()); }, true, nullptr,
+  register_backend({"cpu-poison-staged", [] { return checked_cpu<float>("cpu-poison-staged"); },
+                    [] { return checked_cpu<double>("cpu-poison-staged"); }, true, nullptr,
                     host_staging_copy});
   StrategyRegistry reg = builtin_strategies();
   const testing_support::Cases cases =

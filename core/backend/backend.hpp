@@ -1,6 +1,10 @@
 // The compute backend: every numeric op a layer or optimizer needs, behind one small
 // interface templated on the scalar type. Layers never loop over raw data themselves.
 // Dimension legend: B = rows (samples), N = columns (features / classes).
+// Memory: every T* (and bfloat16 uint16_t*) argument is the backend's memory (a tensor from
+// allocator(), on a GPU backend device memory); the int32 ids and labels are host memory
+// (the loader's vectors: Batch::tokens, Batch::labels, positions), which a device backend
+// copies over itself before its kernels read them.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -113,7 +113,11 @@ class DiLoCoTwin final : public SerialRounds<T> {
   explicit DiLoCoTwin(const StrategyContext<T>& ctx)
       : SerialRounds<T>(ctx), lr_(ctx.config.template option<double>("outer_lr")), mu_(ctx.config.template option<double>("outer_momentum")),
         bf16_(ctx.config.template option<std::string>("outer_dtype") == "bfloat16"),
-        anchor_(this->params(0), this->params(0) + this->n()), momentum_(this->n(), T(0)) {}
+        anchor_(this->n()), momentum_(this->n(), T(0)) {
+    // The replicas' parameters are the backend's memory (a GPU's, on a reduced-precision
+    // backend, where a float32 twin runs): read only through download.
+    this->backend().download(anchor_.data(), this->params(0), this->n());
+  }
 
  private:
   T rounded(T x) const { return bf16_ ? static_cast<T>(bf16_value(bf16_bits(x))) : x; }

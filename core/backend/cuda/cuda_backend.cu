@@ -38,15 +38,62 @@ int dim32(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Device memory the backend keeps for itself (per-row losses, column partial sums, embedding
+// chains, attention's dS, the host's int32 ids and labels, bfloat16 gemm operands): grown on
+// demand, never shrunk, outside the MemoryTracker (it is not a tensor).
+class Workspace {
+ public:
+  explicit Workspace(const char* what) : what_(what) {}
+  ~Workspace() {
+    if (p_) cudaFree(p_);
+  }
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  // At least `bytes`; growing waits for `stream` first (earlier ops may still use the old block).
+  void* get(size_t bytes, cudaStream_t stream) {
+    if (bytes <= bytes_) return p_;
+    PTS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (p_) PTS_CUDA_CHECK(cudaFree(p_));
+    p_ = nullptr;
+    bytes_ = 0;
+    const cudaError_t st = cudaMalloc(&p_, bytes);
+    if (st == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw Error("CUDA: out of device memory allocating " + std::to_string(bytes) + " bytes of backend " + what_ +
+                  "; use a smaller workload");
+    }
+    cuda_check(st, "cudaMalloc (backend workspace)");
+    bytes_ = bytes;
+    return p_;
+  }
+  template <class U>
+  U* as(int64_t count, cudaStream_t stream) {
+    return static_cast<U*>(get(static_cast<size_t>(count) * sizeof(U), stream));
+  }
+
+ private:
+  const char* what_;
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Row-major C[m,n] = alpha op(A) op(B) + beta C, `count` times with element strides sa, sb,
 // sc. Row-major X with leading dimension ld is column-major X^T, so C^T = op(B)^T op(A)^T:
 // cuBLAS gets (op_b, op_a, n, m, k, B, A).
-// The cuBLAS handle and whether float32 gemms run in bfloat16 (GemmMath::bf16; TF32 is the
-// handle's math mode instead).
+// The cuBLAS handle, its stream, and where float32 gemms put their bfloat16 operands when
+// they run in bfloat16 (GemmMath::bf16; null otherwise. TF32 is the handle's math mode).
 struct Blas {
   cublasHandle_t h = nullptr;
-  bool bf16 = false;
+  cudaStream_t stream = nullptr;
+  Workspace* bf16 = nullptr;
 };
+
+// Elements a row-major operand spans in memory: `count` matrices of rows x cols with leading
+// dimension ld, `stride` apart (0 for one).
+int64_t operand_extent(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int64_t count) {
+  return (count - 1) * stride + (rows - 1) * ld + cols;
+}
+constexpr int64_t round8(int64_t n) { return (n + 7) / 8 * 8; }  // 16-byte aligned bfloat16 blocks
 
 template <class T>
 void gemm_strided(const Blas& blas, Trans ta, Trans tb, int64_t m, int64_t n, int64_t kk, T alpha, const T* a,
@@ -57,11 +104,25 @@ void gemm_strided(const Blas& blas, Trans ta, Trans tb, int64_t m, int64_t n, in
   const int LDA = dim32(lda, "lda"), LDB = dim32(ldb, "ldb"), LDC = dim32(ldc, "ldc");
   cublasHandle_t h = blas.h;
   if constexpr (std::is_same_v<T, float>) {
-    if (blas.bf16)
-      PTS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, CUDA_R_32F, LDB, sb, a,
-                                                  CUDA_R_32F, LDA, sa, &beta, c, CUDA_R_32F, LDC, sc, cnt,
-                                                  CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
-    else if (count == 1)
+    if (blas.bf16) {
+      // Mixed precision as autocast does it: both operands rounded to bfloat16 (nearest even,
+      // the to_bf16 op) into the workspace, then a bfloat16 gemm accumulating and writing
+      // float32. (CUBLAS_COMPUTE_32F_FAST_16BF on float32 operands only allows bfloat16: on
+      // an H200 it computed at TF32's precision.)
+      const int64_t ea = operand_extent(ta == Trans::no ? m : kk, ta == Trans::no ? kk : m, lda, sa, count);
+      const int64_t eb = operand_extent(tb == Trans::no ? kk : n, tb == Trans::no ? n : kk, ldb, sb, count);
+      uint16_t* qa = blas.bf16->as<uint16_t>(std::max<int64_t>(round8(ea) + eb, 8), blas.stream);
+      uint16_t* qb = qa + round8(ea);
+      if (kk > 0) {  // k = 0 reads no operand
+        k::to_bf16_k<<<k::grid_for(ea), k::kThreads, 0, blas.stream>>>(a, qa, ea);
+        PTS_LAUNCH_CHECK("gemm bf16 operand A");
+        k::to_bf16_k<<<k::grid_for(eb), k::kThreads, 0, blas.stream>>>(b, qb, eb);
+        PTS_LAUNCH_CHECK("gemm bf16 operand B");
+      }
+      PTS_CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_of(tb), op_of(ta), N, M, K, &alpha, qb, CUDA_R_16BF, LDB, sb,
+                                                  qa, CUDA_R_16BF, LDA, sa, &beta, c, CUDA_R_32F, LDC, sc, cnt,
+                                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else if (count == 1)
       PTS_CUBLAS_CHECK(cublasSgemm(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, a, LDA, &beta, c, LDC));
     else
       PTS_CUBLAS_CHECK(cublasSgemmStridedBatched(h, op_of(tb), op_of(ta), N, M, K, &alpha, b, LDB, sb, a, LDA, sa,
@@ -99,15 +160,15 @@ class CudaBackend final : public Backend<T> {
     stream_ = compute_stream();
     PTS_CUBLAS_CHECK(cublasCreate(&blas_.h));
     PTS_CUBLAS_CHECK(cublasSetStream(blas_.h, stream_));
+    blas_.stream = stream_;
     // TF32 and bf16 only where asked and only for float; float64 gemms never use them.
     const bool single = std::is_same_v<T, float>;
     PTS_CUBLAS_CHECK(cublasSetMathMode(blas_.h, single && math == GemmMath::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
                                                                                   : CUBLAS_DEFAULT_MATH));
-    blas_.bf16 = single && math == GemmMath::bf16;
+    if (single && math == GemmMath::bf16) blas_.bf16 = &bf16_operands_;
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
-    if (scratch_) cudaFree(scratch_);
     cublasDestroy(blas_.h);
   }
   CudaBackend(const CudaBackend&) = delete;
@@ -130,7 +191,7 @@ class CudaBackend final : public Backend<T> {
   void bias_grad(const T* dy, T* dbias, int64_t rows, int64_t cols) override {
     if (rows == 0 || cols == 0) return;
     const int64_t chunks = k::col_chunks(rows);
-    T* part = scratch_as<T>(chunks * cols);
+    T* part = scratch_.as<T>(chunks * cols, stream_);
     k::col_partials_k<<<k::grid_for(chunks * cols), k::kThreads, 0, stream_>>>(dy, rows, cols, part);
     PTS_LAUNCH_CHECK("bias_grad partials");
     k::col_finish_k<<<k::grid_for(cols), k::kThreads, 0, stream_>>>(part, chunks, cols, dbias);
@@ -150,8 +211,9 @@ class CudaBackend final : public Backend<T> {
   double softmax_xent(const T* logits, const int32_t* labels, int64_t rows, int64_t cols, double norm,
                       T* dlogits) override {
     if (rows == 0) return 0.0;
-    double* loss = scratch_as<double>(rows + 1);
-    k::softmax_xent_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, cols, norm, dlogits, loss);
+    double* loss = scratch_.as<double>(rows + 1, stream_);
+    k::softmax_xent_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, on_device(labels, rows), cols, norm,
+                                                                    dlogits, loss);
     PTS_LAUNCH_CHECK("softmax_xent");
     return sum_rows_on_host(loss, rows) / norm;
   }
@@ -189,7 +251,7 @@ class CudaBackend final : public Backend<T> {
     k::layernorm_backward_dx_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, gamma, mean, rstd, dy, dx, n);
     PTS_LAUNCH_CHECK("layernorm_backward dx");
     const int64_t chunks = k::col_chunks(rows);
-    T* pg = scratch_as<T>(2 * chunks * n);
+    T* pg = scratch_.as<T>(2 * chunks * n, stream_);
     T* pb = pg + chunks * n;
     k::layernorm_param_partials_k<<<k::grid_for(chunks * n), k::kThreads, 0, stream_>>>(x, mean, rstd, dy, rows, n,
                                                                                          pg, pb);
@@ -231,7 +293,7 @@ class CudaBackend final : public Backend<T> {
     if (batch * heads * S == 0) return;
     const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
     const AttnBatching a = attn_batching(batch, S, heads, D);
-    T* ds = scratch_as<T>(a.inner * S * S);
+    T* ds = scratch_.as<T>(a.inner * S * S, stream_);
     for (int64_t o = 0; o < a.outer; ++o) {
       const T* q = qkv + o * a.qkv_outer;
       const T* kk = q + HD;
@@ -263,15 +325,16 @@ class CudaBackend final : public Backend<T> {
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
                          int64_t n, T* out, bool accumulate) override {
     if (rows * n == 0) return;
-    k::embedding_forward_k<<<k::grid_for(rows * n), k::kThreads, 0, stream_>>>(ids, rows, table, v_begin, v_count,
-                                                                               n, out, accumulate);
+    k::embedding_forward_k<<<k::grid_for(rows * n), k::kThreads, 0, stream_>>>(on_device(ids, rows), rows, table,
+                                                                               v_begin, v_count, n, out, accumulate);
     PTS_LAUNCH_CHECK("embedding_forward");
   }
   // Deterministic without atomics: chains of equal ids in row order (cuda_kernels.cuh).
   void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int64_t v_begin, int64_t v_count,
                           int64_t n, T* dtable) override {
     if (rows * n == 0) return;
-    char* base = static_cast<char*>(scratch(static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int32_t))));
+    ids = on_device(ids, rows);
+    char* base = static_cast<char*>(scratch_.get(static_cast<size_t>(rows) * (sizeof(int64_t) + sizeof(int32_t)), stream_));
     int64_t* next = reinterpret_cast<int64_t*>(base);
     int32_t* head = reinterpret_cast<int32_t*>(base + rows * sizeof(int64_t));
     k::embedding_chains_k<<<k::grid_for(rows), k::kThreads, 0, stream_>>>(ids, rows, v_begin, v_count, next, head);
@@ -289,16 +352,16 @@ class CudaBackend final : public Backend<T> {
   void xent_partials(const T* logits, const int32_t* labels, const T* shift, int64_t rows, int64_t cols,
                      int64_t v_begin, T* sumexp, T* target) override {
     if (rows == 0) return;
-    k::xent_partials_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, shift, cols, v_begin, sumexp,
-                                                                     target);
+    k::xent_partials_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, on_device(labels, rows), shift, cols,
+                                                                     v_begin, sumexp, target);
     PTS_LAUNCH_CHECK("xent_partials");
   }
   double xent_finish(const T* logits, const int32_t* labels, const T* shift, const T* sumexp, const T* target,
                      int64_t rows, int64_t cols, int64_t v_begin, double norm, T* dlogits) override {
     if (rows == 0) return 0.0;
-    double* loss = scratch_as<double>(rows + 1);
-    k::xent_finish_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, labels, shift, sumexp, target, cols,
-                                                                   v_begin, norm, dlogits, loss);
+    double* loss = scratch_.as<double>(rows + 1, stream_);
+    k::xent_finish_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(logits, on_device(labels, rows), shift, sumexp,
+                                                                   target, cols, v_begin, norm, dlogits, loss);
     PTS_LAUNCH_CHECK("xent_finish");
     return sum_rows_on_host(loss, rows) / norm;
   }
@@ -355,32 +418,18 @@ class CudaBackend final : public Backend<T> {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   Blas blas_;
-  // The backend's own workspace (per-row losses, column partial sums, embedding chains,
-  // attention's dS): grown on demand, never shrunk, outside the MemoryTracker (it is not a
-  // tensor; at most max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
-  void* scratch_ = nullptr;
-  size_t scratch_bytes_ = 0;
+  // Per-row losses, column partial sums, embedding chains, attention's dS (at most
+  // max(B, H) * S^2 elements, the CPU's S^2 scratch times the batched count).
+  Workspace scratch_{"workspace"};
+  Workspace ints_{"copy of host ids / labels"};
+  Workspace bf16_operands_{"bfloat16 gemm operands"};
 
-  void* scratch(size_t bytes) {
-    if (bytes > scratch_bytes_) {
-      PTS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier ops may still read the old one
-      if (scratch_) PTS_CUDA_CHECK(cudaFree(scratch_));
-      scratch_ = nullptr;
-      scratch_bytes_ = 0;
-      const cudaError_t st = cudaMalloc(&scratch_, bytes);
-      if (st == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();
-        throw Error("CUDA: out of device memory allocating " + std::to_string(bytes) +
-                    " bytes of backend workspace; use a smaller workload");
-      }
-      cuda_check(st, "cudaMalloc (backend workspace)");
-      scratch_bytes_ = bytes;
-    }
-    return scratch_;
-  }
-  template <class U>
-  U* scratch_as(int64_t count) {
-    return static_cast<U*>(scratch(static_cast<size_t>(count) * sizeof(U)));
+  // ids and labels are host memory (Backend's contract: the loader's vectors): copied into
+  // the workspace on the stream, behind every op that read the previous copy.
+  const int32_t* on_device(const int32_t* host, int64_t n) {
+    int32_t* d = ints_.as<int32_t>(n, stream_);
+    PTS_CUDA_CHECK(cudaMemcpyAsync(d, host, static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    return d;
   }
 
   static unsigned grid_rows(int64_t rows) {

@@ -12,9 +12,9 @@
 
 namespace pts {
 
-// Device memory for tensors: cudaMalloc, zero-filled with cudaMemset (on the legacy default
-// stream, which every backend stream waits on: the stream is created blocking), on the
-// device current on the calling thread. Counts the bytes it handed out (live and peak);
+// Device memory for tensors: cudaMallocAsync from the device's default pool (it keeps freed
+// memory for reuse), zero-filled with cudaMemsetAsync, both on the compute stream every backend
+// op runs on; freed with cudaFreeAsync on it. Counts the bytes it handed out (live and peak);
 // device_used_bytes() is the driver's view (cudaMemGetInfo: total - free, every context on
 // the GPU included) for a cross-check. Out of memory throws Error naming the bytes asked for.
 class CudaAllocator final : public Allocator {

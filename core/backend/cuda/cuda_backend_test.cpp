@@ -360,12 +360,12 @@ TYPED_TEST(CudaBackendTest, EmbeddingForwardBackwardBitwise) {
   for (bool accumulate : {false, true}) {
     Pair<T> out(as<T>(reals(72, rows * n, -1, 1)));
     this->cpu->embedding_forward(ids.c(), rows, table.c(), v_begin, v_count, n, out.c(), accumulate);
-    this->gpu->embedding_forward(ids.g(), rows, table.g(), v_begin, v_count, n, out.g(), accumulate);
+    this->gpu->embedding_forward(ids.c(), rows, table.g(), v_begin, v_count, n, out.g(), accumulate);
     this->exact(accumulate ? "embedding_forward accumulate" : "embedding_forward", out);
   }
   Pair<T> dout(as<T>(reals(73, rows * n, -1, 1))), dtable(as<T>(reals(74, v_count * n, -1, 1)));
   this->cpu->embedding_backward(ids.c(), rows, dout.c(), v_begin, v_count, n, dtable.c());
-  this->gpu->embedding_backward(ids.g(), rows, dout.g(), v_begin, v_count, n, dtable.g());
+  this->gpu->embedding_backward(ids.c(), rows, dout.g(), v_begin, v_count, n, dtable.g());
   this->exact("embedding_backward", dtable);
 }
 
@@ -378,7 +378,7 @@ TYPED_TEST(CudaBackendTest, CrossEntropyOps) {
     Pair<T> z(as<T>(reals(80, rows * cols, -4, 4)));
     Pair<int32_t> labels(ints(81, rows, 0, cols - 1));
     const double lc = this->cpu->softmax_xent(z.c(), labels.c(), rows, cols, 7.0, z.c());  // aliased
-    const double lg = this->gpu->softmax_xent(z.g(), labels.g(), rows, cols, 7.0, z.g());
+    const double lg = this->gpu->softmax_xent(z.g(), labels.c(), rows, cols, 7.0, z.g());
     this->close_value("softmax_xent loss", lg, lc);
     this->close("softmax_xent dlogits (aliased)", z);
   }
@@ -392,13 +392,13 @@ TYPED_TEST(CudaBackendTest, CrossEntropyOps) {
     this->exact("row_max", mx);
     Pair<T> shift(as<T>(reals(84, rows, 4, 5))), sumexp(std::vector<T>(rows, T(0))), target(std::vector<T>(rows, T(0)));
     this->cpu->xent_partials(z.c(), labels.c(), shift.c(), rows, cols, v_begin, sumexp.c(), target.c());
-    this->gpu->xent_partials(z.g(), labels.g(), shift.g(), rows, cols, v_begin, sumexp.g(), target.g());
+    this->gpu->xent_partials(z.g(), labels.c(), shift.g(), rows, cols, v_begin, sumexp.g(), target.g());
     this->close("xent_partials sumexp", sumexp);
     this->close("xent_partials target", target);
     Pair<T> se(as<T>(reals(85, rows, 300, 400))), tg(as<T>(reals(86, rows, -3, 0)));
     const double lc = this->cpu->xent_finish(z.c(), labels.c(), shift.c(), se.c(), tg.c(), rows, cols, v_begin, 5.0,
                                              z.c());
-    const double lg = this->gpu->xent_finish(z.g(), labels.g(), shift.g(), se.g(), tg.g(), rows, cols, v_begin, 5.0,
+    const double lg = this->gpu->xent_finish(z.g(), labels.c(), shift.g(), se.g(), tg.g(), rows, cols, v_begin, 5.0,
                                              z.g());
     this->close_value("xent_finish loss", lg, lc);
     this->close("xent_finish dlogits (aliased)", z);
@@ -424,10 +424,9 @@ TYPED_TEST(CudaBackendTest, RerunIsBitwiseIdentical) {
   auto run = [&](std::vector<T>& dqkv, std::vector<T>& dz, double& loss) {
     DeviceBuf<T> qkv(qkv0), out(std::vector<T>(a.out_size())), att(std::vector<T>(a.att_size())), dout(dout0),
         dq(std::vector<T>(a.qkv_size())), z(z0);
-    DeviceBuf<int32_t> labels(labels0);
     this->gpu->attention_forward(qkv.get(), out.get(), att.get(), a.B, a.S, a.H, a.D);
     this->gpu->attention_backward(qkv.get(), att.get(), dout.get(), dq.get(), a.B, a.S, a.H, a.D);
-    loss = this->gpu->softmax_xent(z.get(), labels.get(), rows, cols, 3.0, z.get());
+    loss = this->gpu->softmax_xent(z.get(), labels0.data(), rows, cols, 3.0, z.get());
     this->gpu->synchronize();
     dqkv = dq.host();
     dz = z.host();
@@ -529,23 +528,22 @@ TEST_F(CudaGradientTest, CrossEntropyMatchesFiniteDifferences) {
   const int64_t rows = 4, cols = 9;
   std::vector<double> z = reals(130, rows * cols, -3, 3);
   const std::vector<int32_t> labels = ints(131, rows, 0, cols - 1);
-  DeviceBuf<int32_t> dl(labels);
   auto loss = [&] {
     DeviceBuf<double> dz(z), g(zeros<double>(rows * cols));
-    return gpu->softmax_xent(dz.get(), dl.get(), rows, cols, 3.0, g.get());
+    return gpu->softmax_xent(dz.get(), labels.data(), rows, cols, 3.0, g.get());
   };
   // Vocabulary-parallel over one shard: shift = row max, partials, finish.
   auto vp_loss = [&](std::vector<double>* grad) {
     DeviceBuf<double> dz(z), mx(zeros<double>(rows)), se(zeros<double>(rows)),
         tg(zeros<double>(rows)), g(zeros<double>(rows * cols));
     gpu->row_max(dz.get(), mx.get(), rows, cols);
-    gpu->xent_partials(dz.get(), dl.get(), mx.get(), rows, cols, 0, se.get(), tg.get());
-    const double l = gpu->xent_finish(dz.get(), dl.get(), mx.get(), se.get(), tg.get(), rows, cols, 0, 3.0, g.get());
+    gpu->xent_partials(dz.get(), labels.data(), mx.get(), rows, cols, 0, se.get(), tg.get());
+    const double l = gpu->xent_finish(dz.get(), labels.data(), mx.get(), se.get(), tg.get(), rows, cols, 0, 3.0, g.get());
     if (grad) *grad = g.host();
     return l;
   };
   DeviceBuf<double> dz(z), g(zeros<double>(rows * cols));
-  const double l = gpu->softmax_xent(dz.get(), dl.get(), rows, cols, 3.0, g.get());
+  const double l = gpu->softmax_xent(dz.get(), labels.data(), rows, cols, 3.0, g.get());
   const std::vector<double> grad = g.host();
   std::vector<double> vp_grad;
   EXPECT_NEAR(vp_loss(&vp_grad), l, 1e-12 * std::abs(l));

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorCudartUnloading = 4, cudaErrorNoDevice = 100 };
@@ -30,6 +31,39 @@ inline std::mutex mu;
 inline std::map<void*, size_t> live;
 inline size_t used = 0;
 constexpr size_t kTotal = size_t{80} << 30;
+// Whether p points into (or one past) a live cudaMalloc block: a host pointer handed to a
+// kernel, a gemm or the wrong side of a copy aborts the emulation, as it faults on a GPU.
+inline bool device(const void* p) {
+  std::lock_guard<std::mutex> l(mu);
+  auto it = live.upper_bound(const_cast<void*>(p));
+  if (it == live.begin()) return false;
+  --it;
+  const char* b = static_cast<const char*>(it->first);
+  return static_cast<const char*>(p) <= b + it->second;
+}
+inline void require(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "emulated CUDA: %s\n", what);
+    std::abort();
+  }
+}
+// Every pointer argument of a kernel launch is device memory (null allowed).
+template <class... A>
+void device_args(const char* kernel, const A&... args) {
+  auto one = [&](const auto& a) {
+    if constexpr (std::is_pointer_v<std::decay_t<decltype(a)>>) {
+      if (a != nullptr && !device(a)) {
+        std::fprintf(stderr, "emulated CUDA: kernel %s was given a host pointer\n", kernel);
+        std::abort();
+      }
+    }
+  };
+  (one(args), ...);
+}
+inline void copy_sides(void* d, const void* s, int kind) {  // cudaMemcpyKind
+  require(kind == 0 ? device(d) && !device(s) : kind == 1 ? !device(d) && device(s) : device(d) && device(s),
+          "cudaMemcpy with a pointer on the wrong side for its kind");
+}
 }  // namespace emu
 
 inline const char* cudaGetErrorString(cudaError_t e) { return e == cudaErrorMemoryAllocation ? "out of memory" : "emulated error"; }
@@ -58,8 +92,17 @@ inline cudaError_t cudaFree(void* p) {
   return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void* p, int v, size_t n) { std::memset(p, v, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t) { std::memcpy(d, s, n); return cudaSuccess; }
+// The stream-ordered allocator: immediate, as every stream is; the pool's settings are kept.
+typedef struct CUmemPool_st* cudaMemPool_t;
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = reinterpret_cast<cudaMemPool_t>(&emu::used); return cudaSuccess; }
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { emu::require(n == 0 || emu::device(p), "cudaMemsetAsync on host memory"); std::memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind k) { if (n) emu::copy_sides(d, s, k); std::memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t) { if (n) emu::copy_sides(d, s, k); std::memcpy(d, s, n); return cudaSuccess; }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { std::lock_guard<std::mutex> l(emu::mu); *t = emu::kTotal; *f = emu::kTotal - emu::used; return cudaSuccess; }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = reinterpret_cast<cudaStream_t>(new int(0)); return cudaSuccess; }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { delete reinterpret_cast<int*>(s); return cudaSuccess; }
