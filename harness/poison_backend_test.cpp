@@ -25,12 +25,19 @@ PoisonArena& arena() {
   static PoisonArena a;
   return a;
 }
+// A GPU's memory as the host sees it: handed-out addresses never accessible (View::device).
+PoisonArena& device_arena() {
+  static PoisonArena a(size_t{64} << 30, PoisonArena::View::device);
+  return a;
+}
 
-// The CPU backend on the arena, every op checked against Backend's memory contract as a GPU
+// The CPU backend on an arena, every op checked against Backend's memory contract as a GPU
 // holds it (device_checked_backend.hpp).
 template <class T>
-std::unique_ptr<Backend<T>> checked_cpu(const char* name) {
-  return device_checked<T>(make_cpu_backend<T>(name, arena()), arena());
+std::unique_ptr<Backend<T>> checked_cpu(const char* name, PoisonArena& on) {
+  static DeviceContractCheck host_check(arena()), device_check(device_arena());
+  device_arena().watch_faults();
+  return device_checked<T>(make_cpu_backend<T>(name, on), &on == &arena() ? host_check : device_check);
 }
 
 // suite/quick.toml with every case on `backend`.
@@ -47,8 +54,8 @@ std::string quick_suite_on(const std::string& backend) {
 }
 
 TEST(PoisonBackend, QuickSuitePassesWithEveryTensorInThePoisonArena) {
-  register_backend({"cpu-poison", [] { return checked_cpu<float>("cpu-poison"); },
-                    [] { return checked_cpu<double>("cpu-poison"); }});
+  register_backend({"cpu-poison", [] { return checked_cpu<float>("cpu-poison", arena()); },
+                    [] { return checked_cpu<double>("cpu-poison", arena()); }});
   StrategyRegistry reg = builtin_strategies();
   const testing_support::Cases cases = testing_support::run_suite_text(quick_suite_on("cpu-poison").c_str(), "poison", reg);
   int rank = 0;
@@ -64,14 +71,18 @@ TEST(PoisonBackend, QuickSuitePassesWithEveryTensorInThePoisonArena) {
   }
 }
 
-// The GPU path without a GPU: the poison arena declared device memory, so every case
-// communicates as ranks sharing a GPU do, through StagingComm (host copies of every
-// buffer, here memcpy standing in for cudaMemcpy). Every check passes as on "cpu": the
-// communication counted is the strategies' calls, not the staging copies.
+// The GPU path without a GPU: tensors in the arena's device view (host code touching one
+// faults) and declared device memory, so every case communicates as ranks sharing a GPU do,
+// through StagingComm (host copies of every buffer, here memcpy through the arena's host view
+// standing in for cudaMemcpy). Declared reduced-precision as cuda-tf32 and cuda-bf16 are, so
+// the float32 references (the async strategies' serial twins among them) run on it too. Every
+// check passes as on "cpu": the communication counted is the strategies' calls, not the
+// staging copies.
 TEST(PoisonBackend, QuickSuitePassesOnTheStagedCommunicator) {
-  register_backend({"cpu-poison-staged", [] { return checked_cpu<float>("cpu-poison-staged"); },
-                    [] { return checked_cpu<double>("cpu-poison-staged"); }, true, nullptr,
-                    host_staging_copy});
+  register_backend({"cpu-poison-staged", [] { return checked_cpu<float>("cpu-poison-staged", device_arena()); },
+                    [] { return checked_cpu<double>("cpu-poison-staged", device_arena()); }, true, nullptr,
+                    [] { return std::shared_ptr<StagingCopy>(std::make_shared<ArenaStagingCopy>(device_arena())); },
+                    true});
   StrategyRegistry reg = builtin_strategies();
   const testing_support::Cases cases =
       testing_support::run_suite_text(quick_suite_on("cpu-poison-staged").c_str(), "poison-staged", reg);

@@ -44,5 +44,31 @@ TEST(PoisonArenaDeathTest, TouchingFreedMemoryFaults) {
       "");
 }
 
+TEST(PoisonArena, DeviceViewServesZeroedMemoryThroughTheHostView) {
+  PoisonArena arena(size_t{1} << 30, PoisonArena::View::device);
+  MemoryTracker mem(arena);
+  Tensor<double> a(mem, MemCategory::param, {1000});
+  EXPECT_TRUE(arena.owns(a.data()));
+  double* host = static_cast<double*>(arena.host_view(a.data()));
+  EXPECT_NE(static_cast<void*>(host), static_cast<void*>(a.data()));
+  EXPECT_EQ(host[999], 0.0);
+  host[999] = 2.5;
+  EXPECT_EQ(static_cast<double*>(arena.host_view(a.data() + 999))[0], 2.5);
+}
+
+// A GPU's memory as the host sees it: a live tensor's handed-out address cannot be read.
+TEST(PoisonArenaDeathTest, DeviceViewFaultsOnAHostReadOfALiveTensor) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        PoisonArena arena(size_t{1} << 30, PoisonArena::View::device);
+        MemoryTracker mem(arena);
+        Tensor<double> t(mem, MemCategory::activation, {16});
+        volatile double v = t.data()[3];  // host code reading device memory
+        (void)v;
+      },
+      "host code touched device memory");
+}
+
 }  // namespace
 }  // namespace pts
