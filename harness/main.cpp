@@ -7,11 +7,14 @@
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 
 #include "core/comm/case_comm.hpp"
 #include "core/comm/mpi/watchdog.hpp"
@@ -22,6 +25,7 @@
 #include "harness/run_state.hpp"
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
+#include "strategies/schedule_table.hpp"
 #ifdef PTSUITE_PLANTED_BUGS
 #include "strategies/testing/broken_strategies.hpp"
 #endif
@@ -71,6 +75,41 @@ void list(const pts::StrategyRegistry& registry) {
 
 // The conformance matrices of `names` (every strategy's when empty): the suite tables, or
 // with `cases` the names of the cases they expand to.
+// ptsuite schedule: the table simulated, one line per rank, and the closed form beside it.
+void schedule_report(const std::string& name, int p, int m, int v, const std::string& costs, const std::string& csv) {
+  pts::PipeCosts c;
+  double* fields[] = {&c.f, &c.b, &c.w, &c.p2p};
+  size_t at = 0;
+  int got = 0;
+  for (; got < 4 && at <= costs.size(); ++got) {
+    const size_t comma = std::min(costs.find(',', at), costs.size());
+    const std::string part = costs.substr(at, comma - at);
+    char* end = nullptr;
+    *fields[got] = std::strtod(part.c_str(), &end);
+    if (part.empty() || *end != '\0' || !std::isfinite(*fields[got]) || *fields[got] < 0)
+      throw pts::ConfigError("--costs '" + costs + "': give F,B,W[,P2P] as finite numbers >= 0");
+    at = comma + 1;
+  }
+  if (got < 3 || at <= costs.size()) throw pts::ConfigError("--costs '" + costs + "': give F,B,W[,P2P]");
+  const pts::ScheduleTable t = pts::make_schedule_table(name, p, m, v);
+  const pts::ScheduleSim sim = pts::simulate(t, c);
+  std::printf("# %s: pp %d, %d microbatches, %d chunk(s) per rank; F %g, B %g, W %g, p2p %g per chunk; %s\n",
+              name.c_str(), p, m, v, c.f, c.b, c.w, c.p2p,
+              t.split_w ? "B and W split" : "B includes W");
+  std::printf("# makespan %g\n", sim.makespan);
+  std::printf("%6s %10s %10s %12s %10s %10s %8s\n", "rank", "busy", "bubble", "bubble/busy", "in-flight", "W-pending",
+              "sends");
+  for (int r = 0; r < p; ++r)
+    std::printf("%6d %10g %10g %12.4f %10d %10d %8d\n", r, sim.busy[r], sim.bubble[r], sim.bubble_ratio(r),
+                sim.peak_in_flight[r], sim.peak_w_pending[r], sim.sends[r]);
+  if (!csv.empty()) {
+    std::ofstream f(csv);
+    f << pts::schedule_csv(t, sim);
+    if (!f) throw pts::ConfigError("--csv: cannot write " + csv);
+    std::printf("# wrote %s\n", csv.c_str());
+  }
+}
+
 void matrix(const pts::StrategyRegistry& registry, const std::vector<std::string>& names, bool cases) {
   std::vector<const pts::StrategyInfo*> chosen;
   for (const auto& name : names) {
@@ -231,6 +270,18 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--check", bench_check, "1: count wrong elements (#wrong), 0: do not")
       ->check(CLI::IsMember({0, 1}))
       ->capture_default_str();
+  auto* sched_cmd = app.add_subcommand(
+      "schedule", "a pipeline schedule's action table, simulated at fixed costs: bubble, activations held and "
+                  "sends per rank against the closed form; the table as CSV");
+  std::string sched_name = "1f1b", sched_costs = "1,1,1,0", sched_out;
+  int sched_pp = 4, sched_m = 8, sched_v = 1;
+  sched_cmd->add_option("--schedule", sched_name, "one of: " + pts::schedule_table_names())->capture_default_str();
+  sched_cmd->add_option("--pp", sched_pp, "pipeline ranks")->capture_default_str();
+  sched_cmd->add_option("--microbatches", sched_m, "microbatches per step")->capture_default_str();
+  sched_cmd->add_option("--virtual-stages", sched_v, "chunks per rank (interleaved-1f1b)")->capture_default_str();
+  sched_cmd->add_option("--costs", sched_costs, "F,B,W[,P2P] cost of one action on one chunk (any unit)")
+      ->capture_default_str();
+  sched_cmd->add_option("--csv", sched_out, "write the simulated table here (rank,step,kind,micro,chunk,vstage,start,end)");
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -292,6 +343,8 @@ int main(int argc, char** argv) {
         MPI_Bcast(bench_out.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
       }
       code = pts::collective_bench(bo, bench_out, world);
+    } else if (*sched_cmd) {
+      if (rank == 0) schedule_report(sched_name, sched_pp, sched_m, sched_v, sched_costs, sched_out);
     } else if (*run_cmd) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       pts::Suite suite = pts::load_suite(suite_path, registry, world.size(), overrides);

@@ -1,0 +1,277 @@
+#include "strategies/schedule_table.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "core/error.hpp"
+#include "strategies/registry.hpp"
+
+namespace pts {
+
+const char* to_string(PipeKind k) {
+  switch (k) {
+    case PipeKind::F: return "F";
+    case PipeKind::B: return "B";
+    case PipeKind::W: return "W";
+  }
+  return "?";
+}
+
+int ScheduleTable::vstage(int rank, int chunk) const {
+  if (placement == ChunkPlacement::vshape) return chunk == 0 ? rank : 2 * p - 1 - rank;
+  return chunk * p + rank;
+}
+
+namespace {
+
+using Key = std::tuple<PipeKind, int, int>;  // kind, micro, vstage
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// The simulator's dependency rule, shared by the run and by zb-h1's construction.
+struct Deps {
+  const ScheduleTable& t;
+  const PipeCosts& c;
+  const std::map<Key, double>& done;
+  int rank_of(int g) const {
+    for (int r = 0; r < t.p; ++r)
+      for (int ch = 0; ch < t.v; ++ch)
+        if (t.vstage(r, ch) == g) return r;
+    return -1;
+  }
+  double after(PipeKind k, int micro, int g, int from_rank, int here) const {
+    auto it = done.find({k, micro, g});
+    if (it == done.end()) return kNever;
+    return it->second + (from_rank == here ? 0.0 : c.p2p);
+  }
+  // When `a` on `rank` may start as far as its inputs go (kNever: an input is not computed yet).
+  double ready(int rank, const PipeAction& a) const {
+    const int g = t.vstage(rank, a.chunk), G = t.p * t.v;
+    switch (a.kind) {
+      case PipeKind::F:
+        return g == 0 ? 0.0 : after(PipeKind::F, a.micro, g - 1, rank_of(g - 1), rank);
+      case PipeKind::B: {
+        const double own = after(PipeKind::F, a.micro, g, rank, rank);
+        const double next = g == G - 1 ? 0.0 : after(PipeKind::B, a.micro, g + 1, rank_of(g + 1), rank);
+        return std::max(own, next);
+      }
+      case PipeKind::W: return after(PipeKind::B, a.micro, g, rank, rank);
+    }
+    return kNever;
+  }
+  double cost(const PipeAction& a) const {
+    if (a.kind == PipeKind::F) return c.f;
+    if (a.kind == PipeKind::W) return c.w;
+    return t.split_w ? c.b : c.b + c.w;
+  }
+};
+
+std::vector<PipeAction> one_f_one_b(int r, int p, int m) {
+  std::vector<PipeAction> out;
+  const int warmup = std::min(p - r - 1, m);
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) out.push_back({PipeKind::F, f, 0});
+  while (f < m) {
+    out.push_back({PipeKind::F, f++, 0});
+    out.push_back({PipeKind::B, b++, 0});
+  }
+  while (b < m) out.push_back({PipeKind::B, b++, 0});
+  return out;
+}
+
+// Megatron-LM's interleaved order: the k-th forward (backward) of a rank runs chunk
+// (k mod pv) / p (counted from the last chunk for backwards) on microbatch (k / pv) p + k mod p.
+std::vector<PipeAction> interleaved(int r, int p, int m, int v) {
+  const int total = m * v;
+  auto at = [&](int k, bool forward) {
+    int chunk = (k % (p * v)) / p;
+    if (!forward) chunk = v - 1 - chunk;
+    return PipeAction{forward ? PipeKind::F : PipeKind::B, (k / (p * v)) * p + k % p, chunk};
+  };
+  const int warmup = std::min((p - r - 1) * 2 + (v - 1) * p, total);
+  std::vector<PipeAction> out;
+  for (int k = 0; k < warmup; ++k) out.push_back(at(k, true));
+  for (int i = 0; i < total - warmup; ++i) {
+    out.push_back(at(warmup + i, true));
+    out.push_back(at(i, false));
+  }
+  for (int i = total - warmup; i < total; ++i) out.push_back(at(i, false));
+  return out;
+}
+
+// zb-h1: each rank keeps 1f1b's order of F and B (B the input gradient alone, which frees a
+// microbatch's activations but the weight-gradient inputs) and runs the oldest pending W
+// whenever its next F or B cannot start yet, or when p W passes are pending (their inputs are
+// what the deferral costs in memory; with p - 1 the bubble grows by one W); the remaining W
+// passes close the step. Built by running the
+// rule once at unit costs (F = B = W), so the table is a fixed order like any other.
+void zb_h1(ScheduleTable& t) {
+  const int p = t.p, m = t.m;
+  std::vector<std::vector<PipeAction>> order(p);
+  for (int r = 0; r < p; ++r) order[r] = one_f_one_b(r, p, m);
+  std::map<Key, double> done;
+  const PipeCosts unit{1, 1, 1, 0};
+  Deps deps{t, unit, done};
+  std::vector<size_t> next(p, 0);
+  std::vector<int> w_next(p, 0), b_done(p, 0);
+  std::vector<double> now(p, 0);  // each rank's decision time: when it is next free
+  std::vector<double> ends;       // end times of every action decided so far
+  t.ranks.assign(p, {});
+  for (;;) {
+    // The rank deciding earliest: every action ending by its decision time is decided already.
+    int r = -1;
+    for (int q = 0; q < p; ++q)
+      if ((next[q] < order[q].size() || w_next[q] < m) && (r < 0 || now[q] < now[r])) r = q;
+    if (r < 0) break;
+    const bool has_w = w_next[r] < b_done[r];
+    PipeAction a{};
+    double start = -1;
+    if (next[r] < order[r].size() && !(has_w && b_done[r] - w_next[r] >= p)) {
+      const PipeAction& main = order[r][next[r]];  // 1f1b's order holds at most `cap` already
+      if (deps.ready(r, main) <= now[r]) a = main, start = now[r];
+    }
+    if (start < 0 && has_w) a = {PipeKind::W, w_next[r], 0}, start = now[r];
+    if (start < 0) {
+      // Idle until something may have changed: the next end already decided, or the earliest
+      // end another rank can still produce (its decision time plus one unit).
+      double later = kNever;
+      for (double e : ends)
+        if (e > now[r]) later = std::min(later, e);
+      for (int q = 0; q < p; ++q)
+        if (q != r && (next[q] < order[q].size() || w_next[q] < m)) later = std::min(later, now[q] + 1);
+      PTS_REQUIRE(later < kNever, "zb-h1: the construction stalled on rank " + std::to_string(r));
+      now[r] = later;
+      continue;
+    }
+    const double end = start + deps.cost(a);
+    done[{a.kind, a.micro, t.vstage(r, a.chunk)}] = end;
+    ends.push_back(end);
+    now[r] = end;
+    t.ranks[r].push_back(a);
+    if (a.kind == PipeKind::W) {
+      ++w_next[r];
+    } else {
+      ++next[r];
+      if (a.kind == PipeKind::B) ++b_done[r];
+    }
+  }
+}
+
+}  // namespace
+
+std::string schedule_table_names() { return "gpipe, 1f1b, interleaved-1f1b, zb-h1"; }
+
+ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int v) {
+  if (p < 1) throw CaseError("pp", "pp must be at least 1");
+  if (m < 1) throw CaseError("microbatches", "microbatches must be at least 1");
+  if (v < 1) throw CaseError("virtual_stages", "virtual_stages must be at least 1");
+  ScheduleTable t;
+  t.schedule = schedule;
+  t.p = p, t.m = m, t.v = v;
+  t.ranks.resize(p);
+  const bool interleaves = schedule == "interleaved-1f1b";
+  if (!interleaves && v != 1)
+    throw CaseError("virtual_stages", schedule + " runs one chunk per rank; virtual_stages must be 1, got " +
+                                          std::to_string(v));
+  if (schedule == "gpipe") {
+    for (int r = 0; r < p; ++r) {
+      for (int k = 0; k < m; ++k) t.ranks[r].push_back({PipeKind::F, k, 0});
+      for (int k = 0; k < m; ++k) t.ranks[r].push_back({PipeKind::B, k, 0});
+    }
+  } else if (schedule == "1f1b") {
+    for (int r = 0; r < p; ++r) t.ranks[r] = one_f_one_b(r, p, m);
+  } else if (interleaves) {
+    if (v < 2) throw CaseError("virtual_stages", "interleaved-1f1b needs virtual_stages of at least 2");
+    if (m % p != 0)
+      throw CaseError("microbatches", "interleaved-1f1b needs microbatches (" + std::to_string(m) +
+                                          ") to be a multiple of pp (" + std::to_string(p) + ")");
+    for (int r = 0; r < p; ++r) t.ranks[r] = interleaved(r, p, m, v);
+  } else if (schedule == "zb-h1") {
+    t.split_w = true;
+    zb_h1(t);
+  } else {
+    throw CaseError("schedule", "unknown schedule '" + schedule + "'; known: " + schedule_table_names());
+  }
+  return t;
+}
+
+ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c) {
+  const int p = t.p;
+  // Every (kind, micro, chunk) once on every rank.
+  for (int r = 0; r < p; ++r) {
+    std::map<Key, int> seen;
+    for (const PipeAction& a : t.ranks[r]) ++seen[{a.kind, a.micro, a.chunk}];
+    const size_t want = static_cast<size_t>(t.m) * t.v * (t.split_w ? 3 : 2);
+    for (const auto& [k, n] : seen)
+      PTS_REQUIRE(n == 1, t.schedule + ": rank " + std::to_string(r) + " runs an action " + std::to_string(n) + " times");
+    PTS_REQUIRE(seen.size() == want, t.schedule + ": rank " + std::to_string(r) + " runs " +
+                                         std::to_string(seen.size()) + " distinct actions, not " + std::to_string(want));
+  }
+  std::map<Key, double> done;
+  Deps deps{t, c, done};
+  ScheduleSim sim;
+  sim.busy.assign(p, 0);
+  sim.peak_in_flight.assign(p, 0);
+  sim.sends.assign(p, 0);
+  std::vector<size_t> next(p, 0);
+  std::vector<double> free_at(p, 0);
+  std::vector<int> held(p, 0), w_held(p, 0);
+  sim.peak_w_pending.assign(p, 0);
+  const int G = p * t.v;
+  for (;;) {
+    int best = -1;
+    double best_start = kNever;
+    for (int r = 0; r < p; ++r) {
+      if (next[r] >= t.ranks[r].size()) continue;
+      const double ready = deps.ready(r, t.ranks[r][next[r]]);
+      if (ready == kNever) continue;
+      const double start = std::max(ready, free_at[r]);
+      if (start < best_start) best = r, best_start = start;
+    }
+    if (best < 0) break;
+    const int r = best;
+    const PipeAction& a = t.ranks[r][next[r]++];
+    const double end = best_start + deps.cost(a);
+    const int g = t.vstage(r, a.chunk);
+    done[{a.kind, a.micro, g}] = end;
+    free_at[r] = end;
+    sim.busy[r] += deps.cost(a);
+    sim.makespan = std::max(sim.makespan, end);
+    sim.timeline.push_back({r, a, best_start, end});
+    if (a.kind == PipeKind::F) sim.peak_in_flight[r] = std::max(sim.peak_in_flight[r], ++held[r]);
+    if (a.kind == PipeKind::B) --held[r];
+    if (a.kind == PipeKind::B && t.split_w) sim.peak_w_pending[r] = std::max(sim.peak_w_pending[r], ++w_held[r]);
+    if (a.kind == PipeKind::W) --w_held[r];
+    if (a.kind == PipeKind::F && g + 1 < G && deps.rank_of(g + 1) != r) ++sim.sends[r];
+    if (a.kind == PipeKind::B && g > 0 && deps.rank_of(g - 1) != r) ++sim.sends[r];
+  }
+  for (int r = 0; r < p; ++r)
+    if (next[r] < t.ranks[r].size()) {
+      const PipeAction& a = t.ranks[r][next[r]];
+      throw Error(t.schedule + " deadlocks: rank " + std::to_string(r) + " waits forever at " + to_string(a.kind) +
+                  std::to_string(a.micro) + " chunk " + std::to_string(a.chunk));
+    }
+  std::sort(sim.timeline.begin(), sim.timeline.end(),
+            [](const SimAction& x, const SimAction& y) { return std::tie(x.start, x.rank) < std::tie(y.start, y.rank); });
+  sim.bubble.resize(p);
+  for (int r = 0; r < p; ++r) sim.bubble[r] = sim.makespan - sim.busy[r];
+  return sim;
+}
+
+std::string schedule_csv(const ScheduleTable& t, const ScheduleSim& sim) {
+  std::string out = "rank,step,kind,micro,chunk,vstage,start,end\n";
+  std::vector<int> step(t.p, 0);
+  std::vector<SimAction> by_rank = sim.timeline;
+  std::stable_sort(by_rank.begin(), by_rank.end(), [](const SimAction& x, const SimAction& y) { return x.rank < y.rank; });
+  char line[160];
+  for (const SimAction& s : by_rank) {
+    std::snprintf(line, sizeof line, "%d,%d,%s,%d,%d,%d,%.6g,%.6g\n", s.rank, step[s.rank]++, to_string(s.action.kind),
+                  s.action.micro, s.action.chunk, t.vstage(s.rank, s.action.chunk), s.start, s.end);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace pts

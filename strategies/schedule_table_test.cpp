@@ -1,0 +1,146 @@
+// The schedule tables against their closed forms, by simulation at fixed costs: the bubble
+// of every stage, the activations each stage holds at most, the point-to-point sends, and
+// the agreement of the gpipe and 1f1b tables with the orders the pipeline runs today.
+#include "strategies/schedule_table.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "strategies/registry.hpp"
+#include "strategies/schedules.hpp"
+
+namespace pts {
+namespace {
+
+std::string trace(int p, int m, int v) { return "p" + std::to_string(p) + " m" + std::to_string(m) + " v" + std::to_string(v); }
+
+TEST(ScheduleTable, GpipeAnd1f1bAreThePipelinesOrders) {
+  for (const char* name : {"gpipe", "1f1b"})
+    for (int p : {1, 2, 4})
+      for (int m : {1, 3, 8}) {
+        const ScheduleTable t = make_schedule_table(name, p, m);
+        for (int r = 0; r < p; ++r) {
+          const std::vector<PipeStep> steps = find_schedule(name)->steps(r, p, m);
+          ASSERT_EQ(t.ranks[r].size(), steps.size());
+          for (size_t i = 0; i < steps.size(); ++i) {
+            EXPECT_EQ(t.ranks[r][i].kind, steps[i].forward ? PipeKind::F : PipeKind::B);
+            EXPECT_EQ(t.ranks[r][i].micro, steps[i].micro);
+          }
+        }
+      }
+}
+
+// f = 1, b = 2 per chunk-microbatch (a backward twice a forward), no link latency.
+TEST(ScheduleTable, BubblesAreTheClosedForms) {
+  const PipeCosts c{1, 1, 1, 0};  // unsplit B costs b + w = 2
+  for (int p : {1, 2, 3, 4, 8})
+    for (int k : {1, 2, 3}) {
+      const int m = k * p;
+      for (const char* name : {"gpipe", "1f1b"}) {
+        SCOPED_TRACE(std::string(name) + " " + trace(p, m, 1));
+        const ScheduleSim s = simulate(make_schedule_table(name, p, m), c);
+        for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(s.bubble_ratio(r), double(p - 1) / m);
+      }
+      for (int v : {2, 3}) {
+        SCOPED_TRACE("interleaved-1f1b " + trace(p, m, v));
+        const ScheduleSim s = simulate(make_schedule_table("interleaved-1f1b", p, m, v), c);
+        for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(s.bubble_ratio(r), double(p - 1) / (v * m));
+      }
+      {
+        SCOPED_TRACE("zb-h1 " + trace(p, m, 1));
+        // F = B = W: the bubble is (p-1)(F + B - W) = p-1 units against busy 3m, a third of 1f1b's.
+        const ScheduleSim s = simulate(make_schedule_table("zb-h1", p, m), c);
+        const ScheduleSim one = simulate(make_schedule_table("1f1b", p, m), c);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_DOUBLE_EQ(s.bubble[r], double(p - 1));
+          EXPECT_DOUBLE_EQ(s.bubble_ratio(r), double(p - 1) / (3 * m));
+          EXPECT_DOUBLE_EQ(3 * s.bubble[r], one.bubble[r]);
+        }
+      }
+    }
+}
+
+TEST(ScheduleTable, ActivationsHeldAndSendsAreTheClosedForms) {
+  const PipeCosts c{1, 1, 1, 0};
+  for (int p : {1, 2, 4, 8})
+    for (int k : {1, 2, 4}) {
+      const int m = k * p;
+      SCOPED_TRACE(trace(p, m, 1));
+      const ScheduleSim g = simulate(make_schedule_table("gpipe", p, m), c);
+      const ScheduleSim one = simulate(make_schedule_table("1f1b", p, m), c);
+      const ScheduleSim zb = simulate(make_schedule_table("zb-h1", p, m), c);
+      for (int r = 0; r < p; ++r) {
+        EXPECT_EQ(g.peak_in_flight[r], m);
+        EXPECT_EQ(one.peak_in_flight[r], std::min(p - r, m));
+        EXPECT_EQ(zb.peak_in_flight[r], std::min(p - r, m));  // 1f1b's activations
+        // plus the deferred W passes' inputs: up to p (the cap), r + 1 when m = p.
+        EXPECT_EQ(zb.peak_w_pending[r], std::min(p, m - p + r + 1));
+        EXPECT_EQ(one.peak_w_pending[r], 0);
+        const int sends = m * ((r + 1 < p) + (r > 0));          // activations on, gradients back
+        EXPECT_EQ(one.sends[r], sends);
+        EXPECT_EQ(zb.sends[r], sends);
+      }
+      for (int v : {2, 4}) {
+        SCOPED_TRACE("v" + std::to_string(v));
+        const ScheduleSim s = simulate(make_schedule_table("interleaved-1f1b", p, m, v), c);
+        int total = 0;
+        for (int r = 0; r < p; ++r) {
+          // Megatron's warm-up plus the forward of the first steady pair, in chunk-microbatches.
+          EXPECT_EQ(s.peak_in_flight[r], std::min((p - r - 1) * 2 + (v - 1) * p + 1, m * v));
+          total += s.sends[r];
+        }
+        // Every boundary between the p v virtual stages, both ways (none on one rank).
+        EXPECT_EQ(total, p > 1 ? 2 * m * (p * v - 1) : 0);
+      }
+    }
+}
+
+TEST(ScheduleTable, CsvListsEveryActionWithItsTimes) {
+  const ScheduleTable t = make_schedule_table("zb-h1", 2, 2);
+  const std::string csv = schedule_csv(t, simulate(t, {1, 1, 1, 0}));
+  EXPECT_EQ(csv.rfind("rank,step,kind,micro,chunk,vstage,start,end\n", 0), 0u);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2 * 3);
+  EXPECT_NE(csv.find("0,0,F,0,0,0,0,1\n"), std::string::npos);
+  EXPECT_NE(csv.find(",W,"), std::string::npos);
+}
+
+// Planted bugs the simulator must refuse: a W pass never run, one run twice, and an
+// interleaved table whose forward goes to the wrong virtual stage (chunk 1 before the
+// activation from chunk 0 can exist on the previous rank): it deadlocks.
+TEST(ScheduleTable, BrokenTablesAreRefused) {
+  ScheduleTable zb = make_schedule_table("zb-h1", 4, 8);
+  auto first_w = [](std::vector<PipeAction>& acts) {
+    return std::find_if(acts.begin(), acts.end(), [](const PipeAction& a) { return a.kind == PipeKind::W; });
+  };
+  ScheduleTable missing = zb;
+  missing.ranks[2].erase(first_w(missing.ranks[2]));
+  EXPECT_THROW(simulate(missing, {}), Error);
+  ScheduleTable twice = zb;
+  twice.ranks[1].push_back(*first_w(twice.ranks[1]));
+  EXPECT_THROW(simulate(twice, {}), Error);
+  ScheduleTable wrong = make_schedule_table("interleaved-1f1b", 2, 4, 2);
+  std::swap(wrong.ranks[0][0], wrong.ranks[0][2]);  // F0 on chunk 1 first: its input comes from rank 1's chunk 0
+  std::swap(wrong.ranks[1][0], wrong.ranks[1][2]);
+  EXPECT_THROW(simulate(wrong, {}), Error);
+}
+
+TEST(ScheduleTable, BadLayoutsNameTheKey) {
+  auto key_of = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const CaseError& e) {
+      return e.key;
+    }
+    return std::string("none");
+  };
+  EXPECT_EQ(key_of([] { make_schedule_table("interleaved-1f1b", 4, 6, 2); }), "microbatches");
+  EXPECT_EQ(key_of([] { make_schedule_table("interleaved-1f1b", 4, 8, 1); }), "virtual_stages");
+  EXPECT_EQ(key_of([] { make_schedule_table("1f1b", 4, 8, 2); }), "virtual_stages");
+  EXPECT_EQ(key_of([] { make_schedule_table("zbv", 4, 8); }), "schedule");
+  EXPECT_EQ(key_of([] { make_schedule_table("1f1b", 0, 8); }), "pp");
+}
+
+}  // namespace
+}  // namespace pts
