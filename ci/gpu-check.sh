@@ -26,6 +26,8 @@ T0=$SECONDS
 # One device call runs 600 s at most: every step gets what is left of GPU_CHECK_BUDGET, and
 # a step with under 20 s left is skipped (and said so) rather than cut off mid-way.
 BUDGET=${GPU_CHECK_BUDGET:-540}
+# GPU_CHECK_SKIP="nccl-1rank bench-staged ...": steps left out (a short rerun of the rest).
+skip() { [[ " ${GPU_CHECK_SKIP:-} " == *" $1 "* ]] && { note "$1" "skipped (GPU_CHECK_SKIP)"; return 0; }; return 1; }
 left() {  # MAX -> seconds this step may take (0: skip it)
   local rest=$((BUDGET - (SECONDS - T0)))
   ((rest > $1)) && rest=$1
@@ -116,6 +118,7 @@ dtype = ["float64", "float32"]
 TOML
 run_quick() {  # NAME NP SUITE ARGS...
   local name=$1 np=$2 suite=$3 t; shift 3
+  skip "$name" && return
   t=$(left 150)
   ((t > 0)) || { note "$name" "skipped: the time budget is spent"; return; }
   rm -rf "$OUT/$name"
@@ -131,16 +134,18 @@ run_quick quick-tf32-4ranks 4 suite/quick.toml --set backend=cuda-tf32 --filter 
 run_quick quick-bf16-4ranks 4 suite/quick.toml --set backend=cuda-bf16 --filter 'float32'
 
 # --- benchmarks ---------------------------------------------------------------------------
-if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]]; then
+if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]] && ! skip step-bench; then
   timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5 \
     --benchmark_out="$OUT/step-bench.json" --benchmark_out_format=json >"$OUT/step-bench.log" 2>&1
   note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
   grep -E '^(BM_|profile)' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
 fi
-if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]]; then
+if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]] && ! skip bench-nccl; then
   timeout "$(left 60)" "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
     --out "$OUT/bench-nccl" >"$OUT/bench-nccl.log" 2>&1
   note bench-nccl-1rank "exit $? ($OUT/bench-nccl.log)"
+fi
+if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]] && ! skip bench-staged; then
   timeout "$(left 60)" "${MPIRUN[@]}" -np 4 build-gpu/ptsuite bench --backend cuda --comm mpi-staged --max-bytes 4M \
     --out "$OUT/bench-staged" >"$OUT/bench-staged.log" 2>&1
   note bench-staged-4ranks "exit $? ($OUT/bench-staged.log)"

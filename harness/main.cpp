@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
   sched_cmd->add_option("--schedule", sched_name, "one of: " + pts::schedule_table_names())->capture_default_str();
   sched_cmd->add_option("--pp", sched_pp, "pipeline ranks")->capture_default_str();
   sched_cmd->add_option("--microbatches", sched_m, "microbatches per step")->capture_default_str();
-  sched_cmd->add_option("--virtual-stages", sched_v, "chunks per rank (interleaved-1f1b)")->capture_default_str();
+  sched_cmd->add_option("--virtual-stages", sched_v, "chunks per rank (interleaved-1f1b; zbv has 2)")->capture_default_str();
   sched_cmd->add_option("--costs", sched_costs, "F,B,W[,P2P] cost of one action on one chunk (any unit)")
       ->capture_default_str();
   sched_cmd->add_option("--csv", sched_out, "write the simulated table here (rank,step,kind,micro,chunk,vstage,start,end)");

@@ -1,6 +1,7 @@
 #include "strategies/schedule_table.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -159,9 +160,65 @@ void zb_h1(ScheduleTable& t) {
   }
 }
 
+
+// zbv: two chunks per rank in a V (chunk 0 is virtual stage r, chunk 1 is 2p-1-r), B and W
+// split. Built greedily at unit costs: a rank runs the oldest pending W once p are pending,
+// else the oldest ready B (chunk 1's first), else the oldest ready F (chunk 1's first) while
+// it holds fewer than 2p chunk activations (1f1b's peak on rank 0: p microbatches of a whole
+// stage), else the oldest pending W, else waits. With p - 1 pending W the bubble grows by one.
+void zbv(ScheduleTable& t) {
+  const int p = t.p, m = t.m;
+  std::map<Key, double> done;
+  const PipeCosts unit{1, 1, 1, 0};
+  Deps deps{t, unit, done};
+  std::vector<std::array<int, 2>> f_next(p, {0, 0}), b_next(p, {0, 0});
+  std::vector<std::vector<PipeAction>> w_queue(p);
+  std::vector<size_t> w_next(p, 0);
+  std::vector<int> held(p, 0);
+  std::vector<double> now(p, 0), ends;
+  t.ranks.assign(p, {});
+  auto remaining = [&](int q) {
+    return f_next[q][0] < m || f_next[q][1] < m || b_next[q][0] < m || b_next[q][1] < m || w_next[q] < w_queue[q].size();
+  };
+  for (;;) {
+    int r = -1;
+    for (int q = 0; q < p; ++q)
+      if (remaining(q) && (r < 0 || now[q] < now[r])) r = q;
+    if (r < 0) break;
+    auto ready_now = [&](const PipeAction& a) { return deps.ready(r, a) <= now[r]; };
+    PipeAction a{};
+    bool chosen = false;
+    if (w_queue[r].size() - w_next[r] >= static_cast<size_t>(p)) a = w_queue[r][w_next[r]], chosen = true;
+    for (int c : {1, 0})  // the oldest ready backward, the V's second chunk first
+      if (!chosen && b_next[r][c] < m && ready_now({PipeKind::B, b_next[r][c], c})) a = {PipeKind::B, b_next[r][c], c}, chosen = true;
+    for (int c : {1, 0})
+      if (!chosen && held[r] < 2 * p && f_next[r][c] < m && ready_now({PipeKind::F, f_next[r][c], c}))
+        a = {PipeKind::F, f_next[r][c], c}, chosen = true;
+    if (!chosen && w_next[r] < w_queue[r].size()) a = w_queue[r][w_next[r]], chosen = true;
+    if (!chosen) {
+      double later = kNever;
+      for (double e : ends)
+        if (e > now[r]) later = std::min(later, e);
+      for (int q = 0; q < p; ++q)
+        if (q != r && remaining(q)) later = std::min(later, now[q] + 1);
+      PTS_REQUIRE(later < kNever, "zbv: the construction stalled on rank " + std::to_string(r));
+      now[r] = later;
+      continue;
+    }
+    const double end = now[r] + deps.cost(a);
+    done[{a.kind, a.micro, t.vstage(r, a.chunk)}] = end;
+    ends.push_back(end);
+    now[r] = end;
+    t.ranks[r].push_back(a);
+    if (a.kind == PipeKind::F) ++f_next[r][a.chunk], ++held[r];
+    if (a.kind == PipeKind::B) ++b_next[r][a.chunk], --held[r], w_queue[r].push_back({PipeKind::W, a.micro, a.chunk});
+    if (a.kind == PipeKind::W) ++w_next[r];
+  }
+}
+
 }  // namespace
 
-std::string schedule_table_names() { return "gpipe, 1f1b, interleaved-1f1b, zb-h1"; }
+std::string schedule_table_names() { return "gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv"; }
 
 ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int v) {
   if (p < 1) throw CaseError("pp", "pp must be at least 1");
@@ -172,7 +229,10 @@ ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int
   t.p = p, t.m = m, t.v = v;
   t.ranks.resize(p);
   const bool interleaves = schedule == "interleaved-1f1b";
-  if (!interleaves && v != 1)
+  if (schedule == "zbv" && v != 1 && v != 2)
+    throw CaseError("virtual_stages", "zbv runs two chunks per rank in a V; virtual_stages must be 2, got " +
+                                          std::to_string(v));
+  if (!interleaves && schedule != "zbv" && v != 1)
     throw CaseError("virtual_stages", schedule + " runs one chunk per rank; virtual_stages must be 1, got " +
                                           std::to_string(v));
   if (schedule == "gpipe") {
@@ -191,6 +251,11 @@ ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int
   } else if (schedule == "zb-h1") {
     t.split_w = true;
     zb_h1(t);
+  } else if (schedule == "zbv") {
+    t.v = 2;
+    t.split_w = true;
+    t.placement = ChunkPlacement::vshape;
+    zbv(t);
   } else {
     throw CaseError("schedule", "unknown schedule '" + schedule + "'; known: " + schedule_table_names());
   }

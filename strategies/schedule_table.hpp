@@ -17,6 +17,10 @@
 //   zb-h1             1f1b's forwards and input-gradient backwards, each W deferred into the
 //                     stage's idle time (at most p pending): 1f1b's in-flight count, bubble
 //                     (p-1)(F+B-W) against 1f1b's (p-1)(F+B+W)     (Qi et al., ICLR'24)
+//   zbv               two chunks per rank in a V (chunk 0 at r, chunk 1 at 2p-1-r), B and W
+//                     split, greedy at unit costs within 1f1b's peak (2p chunk activations)
+//                     and p pending W: bubble p-1 actions against 6m busy at F = B = W, a
+//                     sixth of 1f1b's                               (Qi et al., ZB-V)
 // These tables are not yet run by the pipeline executor (pipeline_parallel.cpp runs gpipe and
 // 1f1b through PipeSchedule); `ptsuite schedule` exports them as CSV.
 #pragma once

@@ -49,6 +49,15 @@ TEST(ScheduleTable, BubblesAreTheClosedForms) {
         for (int r = 0; r < p; ++r) EXPECT_DOUBLE_EQ(s.bubble_ratio(r), double(p - 1) / (v * m));
       }
       {
+        SCOPED_TRACE("zbv " + trace(p, m, 2));
+        // F = B = W = 1 per chunk: busy 6m, bubble p - 1: a sixth of 1f1b's (p-1)(F + B + W) per stage.
+        const ScheduleSim s = simulate(make_schedule_table("zbv", p, m), c);
+        for (int r = 0; r < p; ++r) {
+          EXPECT_DOUBLE_EQ(s.busy[r], 6.0 * m);
+          EXPECT_DOUBLE_EQ(s.bubble[r], double(p - 1));
+        }
+      }
+      {
         SCOPED_TRACE("zb-h1 " + trace(p, m, 1));
         // F = B = W: the bubble is (p-1)(F + B - W) = p-1 units against busy 3m, a third of 1f1b's.
         const ScheduleSim s = simulate(make_schedule_table("zb-h1", p, m), c);
@@ -81,6 +90,17 @@ TEST(ScheduleTable, ActivationsHeldAndSendsAreTheClosedForms) {
         const int sends = m * ((r + 1 < p) + (r > 0));          // activations on, gradients back
         EXPECT_EQ(one.sends[r], sends);
         EXPECT_EQ(zb.sends[r], sends);
+      }
+      {
+        SCOPED_TRACE("zbv");
+        const ScheduleSim s = simulate(make_schedule_table("zbv", p, m), c);
+        int total = 0;
+        for (int r = 0; r < p; ++r) {
+          EXPECT_EQ(s.peak_in_flight[r], std::min(2 * p, m + r + 1));  // chunks: at most 1f1b's p stages
+          EXPECT_EQ(s.peak_w_pending[r], p);
+          total += s.sends[r];
+        }
+        EXPECT_EQ(total, 4 * m * (p - 1));  // the V's turn stays on rank p-1
       }
       for (int v : {2, 4}) {
         SCOPED_TRACE("v" + std::to_string(v));
@@ -138,7 +158,8 @@ TEST(ScheduleTable, BadLayoutsNameTheKey) {
   EXPECT_EQ(key_of([] { make_schedule_table("interleaved-1f1b", 4, 6, 2); }), "microbatches");
   EXPECT_EQ(key_of([] { make_schedule_table("interleaved-1f1b", 4, 8, 1); }), "virtual_stages");
   EXPECT_EQ(key_of([] { make_schedule_table("1f1b", 4, 8, 2); }), "virtual_stages");
-  EXPECT_EQ(key_of([] { make_schedule_table("zbv", 4, 8); }), "schedule");
+  EXPECT_EQ(key_of([] { make_schedule_table("dualpipe", 4, 8); }), "schedule");
+  EXPECT_EQ(key_of([] { make_schedule_table("zbv", 4, 8, 3); }), "virtual_stages");
   EXPECT_EQ(key_of([] { make_schedule_table("1f1b", 0, 8); }), "pp");
 }
 
