@@ -94,7 +94,7 @@ void schedule_report(const std::string& name, int p, int m, int v, const std::st
   const pts::ScheduleTable t = pts::make_schedule_table(name, p, m, v);
   const pts::ScheduleSim sim = pts::simulate(t, c);
   std::printf("# %s: pp %d, %d microbatches, %d chunk(s) per rank; F %g, B %g, W %g, p2p %g per chunk; %s\n",
-              name.c_str(), p, m, v, c.f, c.b, c.w, c.p2p,
+              name.c_str(), p, m, t.v, c.f, c.b, c.w, c.p2p,
               t.split_w ? "B and W split" : "B includes W");
   std::printf("# makespan %g\n", sim.makespan);
   std::printf("%6s %10s %10s %12s %10s %10s %8s\n", "rank", "busy", "bubble", "bubble/busy", "in-flight", "W-pending",
