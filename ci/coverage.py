@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-CHECKS = ["check_exact", "check_precision", "check_comm", "check_memory", "check_trace"]
+CHECKS = ["check_exact", "check_precision", "check_comm", "check_memory", "check_trace", "check_schedule"]
 
 
 def markdown(df):

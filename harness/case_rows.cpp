@@ -81,6 +81,11 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     row["target_loss"] = num(*c.target_loss);
     row["target_window"] = num(int64_t(c.target_window));
   }
+  if (c.emulate_compute.enabled()) {
+    row["emulate_f_ms"] = num(c.emulate_compute.f_ms);
+    row["emulate_b_ms"] = num(c.emulate_compute.b_ms);
+    row["emulate_w_ms"] = num(c.emulate_compute.w_ms);
+  }
   if (c.link.enabled()) {
     row["link_bus_gbps"] = num(c.link.bus_gbps);
     row["link_latency_us"] = num(c.link.latency_us);
@@ -161,7 +166,9 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     a.peak = std::max(a.peak, rep.peak_total);
   }
   double bubble_sum = 0;
+  std::vector<std::pair<double, double>> bubbles;  // (measured, theory) per stage
   for (const auto& [stage, a] : stages) {
+    bubbles.emplace_back(a.bubble / a.ranks, a.theory);
     Row sr{{"case", c.name}, {"stage", num(int64_t(stage))}, {"ranks", num(int64_t(a.ranks))},
            {"bubble_theory", num(a.theory)}, {"peak_activation_bytes", num(a.act)}, {"peak_mem_bytes", num(a.peak)}};
     if (std::isfinite(a.bubble)) sr["busy_s"] = num(a.busy / a.ranks), sr["bubble_frac"] = num(a.bubble / a.ranks);
@@ -211,6 +218,13 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
     trace.pushed.insert(trace.pushed.end(), rep.trace.pushed.begin(), rep.trace.pushed.end());
     trace.served.insert(trace.served.end(), rep.trace.served.begin(), rep.trace.served.end());
     trace.applied.insert(trace.applied.end(), rep.trace.applied.begin(), rep.trace.applied.end());
+  }
+  // With emulated compute the step's shape is the schedule's: its bubble against the formula.
+  row["check_schedule"] = "SKIP";
+  if (!failed && c.emulate_compute.enabled() && c.layout.pp > 1) {
+    const CheckResult k = check_bubble(bubbles);
+    row["check_schedule"] = to_string(k.verdict);
+    if (k.verdict == Verdict::fail) reasons.push_back(k.reason);
   }
   row["check_trace"] = "SKIP";
   if (!failed && trace.bound >= 0) {
@@ -276,7 +290,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
       row["steps_to_target"] = num(hit->steps);
       row["time_to_target_s"] = num(hit->wall_s);
     }
-  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory", "check_trace"})
+  for (const char* k : {"check_exact", "check_precision", "check_comm", "check_memory", "check_trace", "check_schedule"})
     failed = failed || row[k] == "FAIL";
   row["verdict"] = failed ? "FAIL" : "PASS";
   std::string reason;

@@ -160,4 +160,27 @@ CheckResult check_trace(const std::vector<PushedUpdate>& pushed, const std::vect
   return {Verdict::fail, reason, double(worst)};
 }
 
+CheckResult check_bubble(const std::vector<std::pair<double, double>>& stages) {
+  CheckResult r;
+  r.value = 0;
+  if (stages.empty()) {
+    r.reason = "no pipeline stage measured";
+    return r;
+  }
+  r.verdict = Verdict::pass;
+  for (size_t s = 0; s < stages.size(); ++s) {
+    const auto [measured, theory] = stages[s];
+    const double off = std::isfinite(measured) ? std::abs(measured - theory) : std::numeric_limits<double>::infinity();
+    r.value = std::max(r.value, off);
+    if (off > kScheduleBubbleTol && r.verdict == Verdict::pass) {
+      std::ostringstream o;
+      o << "stage " << s << " idles " << measured << " of the step against the schedule's " << theory
+        << " (emulated compute; bound " << kScheduleBubbleTol << ")";
+      r.verdict = Verdict::fail;
+      r.reason = o.str();
+    }
+  }
+  return r;
+}
+
 }  // namespace pts

@@ -59,4 +59,11 @@ CheckResult check_memory(const MemoryTracker& tracker, const MemoryExpectation& 
 // gradient staler than `bound`. value: the largest staleness applied.
 CheckResult check_trace(const std::vector<PushedUpdate>& pushed, const std::vector<AppliedUpdate>& applied, int bound);
 
+// A pipeline's measured bubble against its schedule's closed form, with emulated compute
+// (emulate_compute: every forward and backward a fixed time, so the step's shape is the
+// schedule's): each stage's bubble_frac within kScheduleBubbleTol of (pp-1)/(m+pp-1).
+// stages: (measured, theory) per stage. value: the largest difference.
+inline constexpr double kScheduleBubbleTol = 0.03;
+CheckResult check_bubble(const std::vector<std::pair<double, double>>& stages);
+
 }  // namespace pts

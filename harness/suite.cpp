@@ -33,7 +33,7 @@ struct Source {
   throw ConfigError(path + ":" + std::to_string(line) + ": key '" + key + "': " + msg);
 }
 
-enum class Kind { integer, number, string, boolean, link };
+enum class Kind { integer, number, string, boolean, link, compute };
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::integer: return "an integer";
@@ -41,6 +41,7 @@ const char* kind_name(Kind k) {
     case Kind::string: return "a string";
     case Kind::boolean: return "true or false";
     case Kind::link: return "a table { bus_gbps = GB/s, latency_us = us }";
+    case Kind::compute: return "a table { f_ms = ms, b_ms = ms, w_ms = ms }";
   }
   return "?";
 }
@@ -84,6 +85,12 @@ const std::map<std::string, KeySpec>& key_specs() {
                  c.link.bus_gbps = t["bus_gbps"] ? as_num(*t.get("bus_gbps")) : 0.0;
                  c.link.latency_us = t["latency_us"] ? as_num(*t.get("latency_us")) : 0.0;
                }}},
+      {"emulate_compute", {Kind::compute, [](CaseConfig& c, const toml::node& n) {
+                            const toml::table& t = *n.as_table();
+                            c.emulate_compute.f_ms = t["f_ms"] ? as_num(*t.get("f_ms")) : 0.0;
+                            c.emulate_compute.b_ms = t["b_ms"] ? as_num(*t.get("b_ms")) : 0.0;
+                            c.emulate_compute.w_ms = t["w_ms"] ? as_num(*t.get("w_ms")) : 0.0;
+                          }}},
       {"data", {Kind::string, [](CaseConfig& c, const toml::node& n) { c.data = as_str(n); }}},
       {"timing_probe", {Kind::boolean, [](CaseConfig& c, const toml::node& n) { c.timing_probe = n.as_boolean()->get(); }}},
   };
@@ -96,7 +103,8 @@ bool has_kind(const toml::node& n, Kind k) {
     case Kind::number: return n.is_integer() || n.is_floating_point();
     case Kind::string: return n.is_string();
     case Kind::boolean: return n.is_boolean();
-    case Kind::link: return n.is_table();
+    case Kind::link:
+    case Kind::compute: return n.is_table();
   }
   return false;
 }
@@ -114,8 +122,13 @@ std::string num_text(double v) {
 std::string label(const std::string& key, const toml::node& v) {
   if (v.is_string()) return as_str(v);
   if (v.is_boolean()) return v.as_boolean()->get() ? key : "no-" + key;
-  if (const toml::table* t = v.as_table()) {  // a link: "link10" (GB/s)
+  if (const toml::table* t = v.as_table()) {  // a link: "link10" (GB/s); emulated compute: "emu5-10"
     std::ostringstream o;
+    if (key == "emulate_compute") {
+      o << "emu" << (t->contains("f_ms") ? as_num(*t->get("f_ms")) : 0.0) << "-"
+        << (t->contains("b_ms") ? as_num(*t->get("b_ms")) : 0.0);
+      return o.str();
+    }
     o << key << as_num(*t->get("bus_gbps"));
     return o.str();
   }
@@ -183,7 +196,18 @@ void collect(const toml::table& table, const std::string& path, const std::vecto
     const Kind kind = option ? kind_of(option->type) : spec->second.kind;
     auto check_kind = [&](const toml::node& n) {
       if (!has_kind(n, kind)) fail(path, line_of(n), key, std::string("must be ") + kind_name(kind));
-      if (const toml::table* t = n.as_table()) {
+      if (const toml::table* t = n.as_table(); t && kind == Kind::compute) {
+        for (auto&& [lk, lv] : *t) {
+          std::string sub(lk.str());
+          if (sub != "f_ms" && sub != "b_ms" && sub != "w_ms")
+            fail(path, line_of(lv), key + "." + sub, "unknown setting; emulate_compute has f_ms, b_ms and w_ms");
+          if (!has_kind(lv, Kind::number) || !std::isfinite(as_num(lv)) || as_num(lv) < 0 || as_num(lv) > 60000)
+            fail(path, line_of(lv), key + "." + sub, "must be a finite number of milliseconds in [0, 60000]");
+        }
+        double total = 0;
+        for (const char* sub : {"f_ms", "b_ms", "w_ms"}) total += t->contains(sub) ? as_num(*t->get(sub)) : 0.0;
+        if (total <= 0) fail(path, line_of(n), key, "needs f_ms, b_ms or w_ms > 0; leave emulate_compute out for real compute");
+      } else if (const toml::table* t = n.as_table()) {
         for (auto&& [lk, lv] : *t) {
           std::string sub(lk.str());
           if (sub != "bus_gbps" && sub != "latency_us")

@@ -280,6 +280,7 @@ overlap = true
 prefetch = false
 reshard_after_forward = false
 link = { bus_gbps = 2.5, latency_us = 7 }
+emulate_compute = { f_ms = 1, b_ms = 2, w_ms = 3 }
 data = "synthetic"
 timing_probe = true
 zero_stage = 2
@@ -320,6 +321,9 @@ slow_factor = 2.5
   EXPECT_FALSE(c.reshard_after_forward);
   EXPECT_EQ(c.link.bus_gbps, 2.5);
   EXPECT_EQ(c.link.latency_us, 7.0);
+  EXPECT_EQ(c.emulate_compute.f_ms, 1.0);
+  EXPECT_EQ(c.emulate_compute.b_ms, 2.0);
+  EXPECT_EQ(c.emulate_compute.w_ms, 3.0);
   EXPECT_EQ(c.data, "synthetic");
   EXPECT_TRUE(c.timing_probe);
   EXPECT_EQ(c.zero_stage, 2);
@@ -331,7 +335,7 @@ slow_factor = 2.5
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 36u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 37u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -387,6 +391,27 @@ strategy = "ddp"
 TEST(SuiteErrors, UnknownBackendNamesTheKnownOnes) {
   std::string e = error_of("[[case]]\nstrategy = \"ddp\"\nbackend = \"tpu\"\n");
   EXPECT_TRUE(contains(e, "test.toml:3: key 'backend': unknown backend 'tpu'; known: cpu")) << e;
+}
+
+TEST(SuiteKeys, EmulateComputeIsReadAndItsBadValuesNamed) {
+  const std::string head = "[[case]]\nstrategy = \"pp-1f1b\"\nworkload = \"gpt-tiny\"\npp = 2\n";
+  Suite s = parse(head + "emulate_compute = { f_ms = 5, b_ms = 10.5, w_ms = 2 }\n");
+  ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_EQ(s.cases[0].emulate_compute.f_ms, 5.0);
+  EXPECT_EQ(s.cases[0].emulate_compute.b_ms, 10.5);
+  EXPECT_EQ(s.cases[0].emulate_compute.w_ms, 2.0);
+  EXPECT_TRUE(s.cases[0].emulate_compute.enabled());
+  EXPECT_FALSE(parse(head).cases[0].emulate_compute.enabled());
+  std::string e = error_of(head + "emulate_compute = { f_ms = 5, x_ms = 3 }\n");
+  EXPECT_TRUE(contains(e, "test.toml:5: key 'emulate_compute.x_ms': unknown setting")) << e;
+  e = error_of(head + "emulate_compute = { f_ms = nan }\n");
+  EXPECT_TRUE(contains(e, "key 'emulate_compute.f_ms': must be a finite number of milliseconds in [0, 60000]")) << e;
+  e = error_of(head + "emulate_compute = { b_ms = 60001 }\n");
+  EXPECT_TRUE(contains(e, "key 'emulate_compute.b_ms': must be a finite number")) << e;
+  e = error_of(head + "emulate_compute = { f_ms = 0 }\n");
+  EXPECT_TRUE(contains(e, "key 'emulate_compute': needs f_ms, b_ms or w_ms > 0")) << e;
+  e = error_of(head + "emulate_compute = 5\n");
+  EXPECT_TRUE(contains(e, "key 'emulate_compute': must be a table { f_ms = ms, b_ms = ms, w_ms = ms }")) << e;
 }
 
 TEST(StrategyOptions, AnOptionTheCasesStrategyDoesNotDeclareIsAnError) {

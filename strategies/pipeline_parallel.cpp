@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <thread>
 
 #include "strategies/registry.hpp"
 
@@ -73,9 +74,13 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
   const int m_ = micro_;
   double loss = 0;
   busy_s_ = 0;
-  auto timed = [&](auto&& fn) {
+  // With emulate_compute, a forward takes at least f_ms and a backward b_ms + w_ms: the rest of
+  // the time is slept out, so the step's shape is the schedule's, not this machine's.
+  const auto& emu = ctx_.config.emulate_compute;
+  auto timed = [&](double at_least_ms, auto&& fn) {
     auto t0 = Clock::now();
     fn();
+    if (at_least_ms > 0) std::this_thread::sleep_until(t0 + std::chrono::duration<double, std::milli>(at_least_ms));
     busy_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
   };
   Tensor<T> grad_in;  // the gradient received from the next stage
@@ -94,7 +99,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
       }
       Send s;
       if (!last) s.buf = Tensor<T>(ctx_.memory, MemCategory::workspace, {out_elems});
-      timed([&] { loss += m.forward(k, mb, in, last ? nullptr : s.buf.data(), h); });
+      timed(emu.f_ms, [&] { loss += m.forward(k, mb, in, last ? nullptr : s.buf.data(), h); });
       if (!last) {
         s.req = pp_.isend(s.buf.data(), out_elems, dtype_of<T>(), stage_ + 1, k);
         sends_.push_back(std::move(s));
@@ -111,7 +116,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
       }
       Send s;
       if (!first) s.buf = Tensor<T>(ctx_.memory, MemCategory::workspace, {in_elems});
-      timed([&] { m.backward(k, mb, dout, first ? nullptr : s.buf.data(), h, k > 0); });
+      timed(emu.b_ms + emu.w_ms, [&] { m.backward(k, mb, dout, first ? nullptr : s.buf.data(), h, k > 0); });
       inputs_[k] = Tensor<T>();
       if (!first) {
         s.req = pp_.isend(s.buf.data(), in_elems, dtype_of<T>(), stage_ - 1, m_ + k);

@@ -58,6 +58,13 @@ struct CaseConfig {
   bool prefetch = true;               // fsdp: issue the next unit's all-gather early
   bool reshard_after_forward = true;  // fsdp: free a unit's gathered params after forward
   LinkModel link;                     // emulated interconnect under every collective (off: bus_gbps 0)
+  // Emulated compute: every microbatch forward takes at least f_ms and every backward at least
+  // b_ms + w_ms (the pipeline sleeps out the rest, as the link does), so a schedule's bubble is
+  // measured apart from this machine's compute noise (all zero: off).
+  struct ComputeEmulation {
+    double f_ms = 0, b_ms = 0, w_ms = 0;
+    bool enabled() const { return f_ms > 0 || b_ms > 0 || w_ms > 0; }
+  } emulate_compute;
   int zero_stage = -1;                // hybrid: ZeRO stage on dp (-1: the preset's, else 0)
   std::string schedule = "1f1b";      // pipeline schedule: 1f1b | gpipe
   int microbatches = 0;               // per replica per step; 0: pp

@@ -34,14 +34,19 @@ inline Cases run_suite_text(const char* suite_text, const std::string& tag, cons
   opts.quiet = true;
   RunSummary s = run_suite(suite, reg, opts, world);
   if (world.rank() == 0) {
-    io::CSVReader<12, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
+    io::CSVReader<16, io::trim_chars<>, io::double_quote_escape<',', '"'>> in(dir + "/cases.csv");
     in.read_header(io::ignore_extra_column, "case", "strategy", "dp", "check_exact", "check_precision", "check_comm",
-                   "check_memory", "check_trace", "verdict", "reason", "max_rel_err", "comm_backend");
-    std::string name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err, comm_backend;
-    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err, comm_backend))
-      cases.rows[name] = {{"exact", exact},     {"precision", precision}, {"comm", comm},
-                          {"memory", memory},   {"trace", trace},         {"verdict", verdict},
-                          {"reason", reason},   {"max_rel_err", err},     {"comm_backend", comm_backend}};
+                   "check_memory", "check_trace", "verdict", "reason", "max_rel_err", "comm_backend", "check_schedule",
+                   "bubble_frac", "bubble_theory", "emulate_f_ms");
+    std::string name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err, comm_backend, schedule,
+        bubble, theory, emulate_f;
+    while (in.read_row(name, strategy, dp, exact, precision, comm, memory, trace, verdict, reason, err, comm_backend,
+                       schedule, bubble, theory, emulate_f))
+      cases.rows[name] = {{"exact", exact},       {"precision", precision}, {"comm", comm},
+                          {"memory", memory},     {"trace", trace},         {"verdict", verdict},
+                          {"reason", reason},     {"max_rel_err", err},     {"comm_backend", comm_backend},
+                          {"schedule", schedule}, {"bubble_frac", bubble},  {"bubble_theory", theory},
+                          {"emulate_f_ms", emulate_f}};
     EXPECT_EQ(cases.rows.size(), s.cases.size());
     if (std::getenv("PTSUITE_KEEP_RUN")) std::printf("run directory kept: %s\n", dir.c_str());
     else std::filesystem::remove_all(dir);

@@ -140,6 +140,20 @@ class RunsAllForwardsFirst final : public OneFOneB {
   }
 };
 
+// 1F1B without its warm-up: every stage alternates F k, B k, so each microbatch crosses the
+// whole pipeline and back before the next starts. The numbers, bytes and activations (one
+// microbatch in flight, as it states) are right; only the step's shape is wrong, which the
+// schedule check sees with emulated compute.
+class RunsSerially final : public OneFOneB {
+ public:
+  std::vector<PipeStep> steps(int, int, int micro) const override {
+    std::vector<PipeStep> out;
+    for (int k = 0; k < micro; ++k) out.push_back({true, k}), out.push_back({false, k});
+    return out;
+  }
+  int in_flight(int, int, int micro) const override { return micro > 0 ? 1 : 0; }
+};
+
 // local SGD whose parameter average forgets to divide by dp.
 template <class T>
 class SumsParameters final : public LocalSgd<T> {
@@ -223,6 +237,8 @@ void add_broken_strategies(StrategyRegistry& r) {
                       {ddp, std::make_shared<SkipsLastBackward>()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
                       {ddp, std::make_shared<RunsAllForwardsFirst>()}));
+  r.add(trainer_entry("pp-1f1b-serial", "BROKEN: 1F1B without warm-up (one microbatch through the pipe at a time)", "pp",
+                      {ddp, std::make_shared<RunsSerially>()}));
   // The communication-reducing family: each keeps its shipped entry's options and twin.
   auto broken = [&r](StrategyInfo info, std::string description) {
     info.description = "BROKEN: " + std::move(description);
