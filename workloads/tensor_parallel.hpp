@@ -39,9 +39,13 @@ struct TpCollective {
 class TensorParallel {
  public:
   explicit TensorParallel(Comm* group = nullptr) : group_(group) {}
+  // A split with no group: rank `rank` of `size`. What the layers state (shapes, bytes,
+  // collectives) then follows without a communicator, for the planner (strategies/statement.hpp);
+  // its collectives must not run.
+  TensorParallel(int rank, int size) : group_(nullptr), rank_(rank), size_(size) {}
   virtual ~TensorParallel() = default;
-  int rank() const { return group_ ? group_->rank() : 0; }
-  int size() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : rank_; }
+  int size() const { return group_ ? group_->size() : size_; }
   bool active() const { return size() > 1; }
 
   // Part `rank()` of n split evenly (columns of a column-parallel weight, rows of a
@@ -67,7 +71,7 @@ class TensorParallel {
   // The sum over the group, in place (g forward, f backward, partial embedding rows,
   // cross-entropy sums); nothing without a group.
   virtual void all_reduce(void* x, int64_t n, DType t) const {
-    if (active()) group_->all_reduce(x, x, static_cast<size_t>(n), t);
+    if (active()) group().all_reduce(x, x, static_cast<size_t>(n), t);
   }
   // g: the partial outputs of a row-parallel layer summed.
   virtual void reduce_row_output(void* y, int64_t n, DType t) const { all_reduce(y, n, t); }
@@ -75,12 +79,17 @@ class TensorParallel {
   virtual void reduce_column_input_grad(void* dx, int64_t n, DType t) const { all_reduce(dx, n, t); }
   // Every rank's n values, rank-major, into out[size() * n].
   virtual void all_gather(const void* x, void* out, int64_t n, DType t) const {
-    if (active()) group_->all_gather(x, out, static_cast<size_t>(n), t);
+    if (active()) group().all_gather(x, out, static_cast<size_t>(n), t);
     else std::memcpy(out, x, static_cast<size_t>(n) * dtype_size(t));
   }
 
  private:
+  Comm& group() const {
+    PTS_REQUIRE(group_ != nullptr, "a shape-only tensor-parallel split cannot communicate");
+    return *group_;
+  }
   Comm* group_;
+  int rank_ = 0, size_ = 1;
 };
 
 // Makes the model's tp object over a group (null: no tensor parallelism).
