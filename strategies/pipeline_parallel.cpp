@@ -127,7 +127,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
 template <class T>
 StageShape stage_shape(const Model<T>& m, int stage, int stages, int micro, int64_t rows, int tp) {
   return {stage, stages, micro, tp, rows, m.in_per_row(), m.last_stage() ? 0 : m.out_per_row(), m.first_stage(),
-          m.last_stage(), m.activation_bytes(rows), m.tp_comm(rows), static_cast<int64_t>(sizeof(T))};
+          m.last_stage(), m.activation_bytes(rows), m.tp_comm(rows), static_cast<int64_t>(sizeof(T)), m.compute(rows)};
 }
 template StageShape stage_shape(const Model<float>&, int, int, int, int64_t, int);
 template StageShape stage_shape(const Model<double>&, int, int, int, int64_t, int);

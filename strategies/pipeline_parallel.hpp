@@ -38,6 +38,7 @@ struct StageShape {
   int64_t activation_bytes = 0;              // Model::activation_bytes(rows)
   std::vector<TpCollective> tp_comm;         // Model::tp_comm(rows)
   int64_t elem_bytes = 8;
+  ComputeWork work;                          // Model::compute(rows)
 };
 template <class T>
 StageShape stage_shape(const Model<T>& m, int stage, int stages, int micro, int64_t rows, int tp);

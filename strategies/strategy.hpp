@@ -130,6 +130,10 @@ struct MemoryExpectation {
 struct RankStatement {
   std::vector<ExpectedOp> comm;
   MemoryExpectation memory;
+  // For the planner's time model: one microbatch's forward + backward work on this rank, and
+  // the microbatches per step.
+  ComputeWork work;
+  int micro = 1;
 };
 
 // What one rank saw in its last step, for the pipeline figures.

@@ -94,7 +94,7 @@ std::vector<double> Trainer<T>::full_params(Comm& side) {
 
 RankStatement trainer_statement(const StageShape& stage, const PipeSchedule& schedule, const DpStatement& dp,
                                 int64_t replica_workspace) {
-  RankStatement r{pipeline_comm(stage), dp.memory};
+  RankStatement r{pipeline_comm(stage), dp.memory, stage.work, stage.micro};
   for (const ExpectedOp& op : dp.comm) r.comm.push_back(op);
   r.memory.activation = pipeline_activation(stage, schedule);
   r.memory.workspace_max = replica_workspace + pipeline_workspace(stage) + dp.workspace;

@@ -36,6 +36,25 @@ struct TpCollective {
   int64_t calls = 0, payload_bytes = 0;
 };
 
+// The work one block's forward and backward do for a microbatch, for the planner's compute
+// model (harness/plan_model.hpp): every gemm (m x n x k, `count` times) and the elements its
+// other ops (layernorm, gelu, softmax, bias, residual adds, embedding) read and write.
+struct ComputeWork {
+  struct Gemm {
+    int64_t m = 0, n = 0, k = 0, count = 1;
+    double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count; }
+  };
+  std::vector<Gemm> gemms;
+  double elementwise = 0;
+  void gemm(int64_t m, int64_t n, int64_t k, int64_t count = 1) {
+    if (m > 0 && n > 0 && k > 0 && count > 0) gemms.push_back({m, n, k, count});
+  }
+  void add(const ComputeWork& o) {
+    gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+    elementwise += o.elementwise;
+  }
+};
+
 class TensorParallel {
  public:
   explicit TensorParallel(Comm* group = nullptr) : group_(group) {}
@@ -124,6 +143,14 @@ class TpLinear {
       be_->gemm(Trans::no, Trans::yes, rows, in_, out_, T(1), dy, out_, w, out_, T(0), dx, in_);
       if (kind_ == Kind::column) tp_->reduce_column_input_grad(dx, rows * in_, dtype_of<T>());
     }
+  }
+  // The gemms forward + backward run for `rows` rows (forward's, dW's, and dx's when with_dx)
+  // and the bias add and bias gradient.
+  void work(int64_t rows, bool with_dx, ComputeWork& out) const {
+    out.gemm(rows, out_, in_);
+    out.gemm(in_, out_, rows);
+    if (with_dx) out.gemm(rows, in_, out_);
+    out.elementwise += 4.0 * static_cast<double>(rows * out_);
   }
   // The collectives forward + backward issue for `rows` rows (with_dx: backward computes dx).
   void collectives(int64_t rows, bool with_dx, std::vector<TpCollective>& out) const {
