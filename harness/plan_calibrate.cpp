@@ -77,15 +77,28 @@ Calibration calibrate_as(const std::string& backend_name, const std::string& dty
         0.05);
     c.rows.push_back({"gemm", m, n, k, secs, 2.0 * m * n * k / secs});
   }
-  // Elementwise: y += x over 4 Mi elements (two read, one written per element).
-  const int64_t n = 1 << 22;
+  // Elementwise: the mix the blocks stream, over n = 4 Mi elements as rows of 256: y += x
+  // (3n elements read or written), gelu forward (2n) and backward (3n), layernorm forward
+  // (2n) and backward (3n): 13n elements per round.
+  const int64_t n = 1 << 22, cols = 256, rows = n / cols;
+  Tensor<T> stats(mem, MemCategory::workspace, {2 * rows + 2 * cols});
+  T* mean = stats.data();
+  T* rstd = mean + rows;
+  T* gamma = rstd + rows;
+  T* beta = gamma + cols;
+  be->fill(gamma, T(1), cols);
+  be->fill(beta, T(0), cols);
   const double secs = time_call(
       [&] {
         be->add(out.data(), a.data(), n);
+        be->gelu_forward(a.data(), out.data(), n);
+        be->gelu_backward(a.data(), b.data(), out.data(), n);
+        be->layernorm_forward(a.data(), gamma, beta, out.data(), mean, rstd, rows, cols, 1e-5);
+        be->layernorm_backward(a.data(), gamma, mean, rstd, b.data(), out.data(), gamma, beta, rows, cols);
         be->synchronize();
       },
-      0.1);
-  c.rows.push_back({"elementwise", n, 0, 0, secs, 3.0 * n / secs});
+      0.2);
+  c.rows.push_back({"elementwise", n, 0, 0, secs, 13.0 * n / secs});
   return c;
 }
 
