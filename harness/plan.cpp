@@ -239,10 +239,21 @@ std::vector<CaseConfig> enumerate(const PlanOptions& o, const WorkloadSpec& w, c
 // activations' and gradients' link time across each boundary; then the dp algorithm's
 // exposed communication and the optimizer update of the slowest stage.
 void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, const Calibration& cal, const LinkCost& link,
-             double share) {
+             int cores) {
   const CaseConfig& c = e.config;
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
+  // Ranks sharing `cores`, calibrated all at once: on average only the fraction
+  // u = m / (m + pp - 1) of a stage's step is its microbatches (the rest it waits in the
+  // pipeline's bubble), and of that, f = compute / (compute + tp collectives) computes (the
+  // rest it sleeps in the link); so N u f ranks compute at once and compute takes
+  // max(cores, N u f) / max(cores, N) of the calibrated time.
+  const double n = l.num_ranks(), u = static_cast<double>(m) / (m + l.pp - 1);
+  auto share_of = [&](double compute, double tp) {
+    if (cores <= 0) return 1.0;
+    const double f = compute + tp > 0 ? compute / (compute + tp) : 1.0;
+    return std::max<double>(cores, n * u * f) / std::max<double>(cores, n);
+  };
   const int64_t elem = c.dtype == "float32" ? 4 : 8;
   const int k = c.optimizer.state_per_param();
   std::vector<double> t(l.pp), comp(l.pp), tp_t(l.pp), p2p(l.pp), dp_exposed(l.pp), dp_total(l.pp), opt(l.pp);
@@ -259,7 +270,7 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
       for (const ExpectedOp& op : st.comm) bus += op.bus_bytes();
       e.bus_bytes_per_step = std::max(e.bus_bytes_per_step, bus);
       if (r != 0) continue;
-      comp[s] = share * work_seconds(st.work, cal);
+      const double raw = work_seconds(st.work, cal);
       double ag = 0, rs = 0, ar = 0;
       uint64_t ag_calls = 1, rs_calls = 1, ar_calls = 1;
       for (const ExpectedOp& op : st.comm) {
@@ -273,6 +284,8 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
           else ar += secs, ar_calls = std::max<uint64_t>(op.calls, 1);
         }
       }
+      const double share = share_of(raw, tp_t[s]);
+      comp[s] = share * raw;
       // Overlap each dp algorithm allows: ddp's buckets and zero2/fsdp's reduce-scatters run
       // under the last microbatch's backward (2/3 of its compute) with `overlap`; fsdp's
       // prefetched all-gathers under the step's compute; the last call of each never hides.
@@ -337,12 +350,11 @@ Plan make_plan(const PlanOptions& o, const StrategyRegistry& registry, const Cal
   const StrategyInfo* info = registry.find("hybrid");
   PTS_REQUIRE(info && info->statement, "the hybrid strategy has no pure statement");
   Plan p;
-  const double share = o.cores > 0 ? std::max(1.0, static_cast<double>(o.ranks) / o.cores) : 1.0;
   for (CaseConfig& c : enumerate(o, w, *info, &cal)) {
     PlanEntry e;
     e.config = std::move(c);
     e.layout = layout_label(e.config);
-    predict(e, w, *info, cal, link, share);
+    predict(e, w, *info, cal, link, o.cores);
     e.fits = o.mem_per_rank == 0 || e.mem_per_rank <= o.mem_per_rank;
     p.entries.push_back(std::move(e));
   }
