@@ -52,6 +52,16 @@ run b8 "$BIN" plan --workload gpt2-124m --ranks 8 --global-batch 64 --link 100,5
 check "gpt2-124m on 8 ranks: exits 0 (got $rc)" test "$rc" -eq 0
 check "gpt2-124m on 8 ranks: plan.csv lists uneven stage_layers" grep -Eq '"dp[0-9]+ tp[0-9]+ pp[0-9]+ [^"]*\[' out_b8/plan.csv
 
+# A link fitted to a `ptsuite bench` sweep (alpha-beta per op by least squares).
+run bench "${MPI[@]}" -np 2 "$BIN" bench --ops all_reduce,all_gather,reduce_scatter,send_recv --min-bytes 1K \
+  --max-bytes 1M --iters 5 --warmup 1 --out out_bench
+run bcsv "$BIN" plan --workload gpt-tiny --ranks 2 --global-batch 8 --bench-csv out_bench/bench.csv \
+  --calibration cal.csv --top 2
+check "--bench-csv: exits 0 (got $rc)" test "$rc" -eq 0
+check "--bench-csv: plans with the fitted link" has bcsv.out "chosen: fastest predicted"
+check "--bench-csv: communication is not free" sh -c '! grep -q "communication is free" bcsv.out'
+[ "$rc" -eq 0 ] || show bcsv.err
+
 # (c) --validate on 2 ranks: validate.csv, memory equal to the statement on every rank.
 run c "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --global-batch 8 --link 1,20 --calibration cal.csv \
   --top 2 --sample 2 --steps 3 --warmup-steps 1 --validate --out out_c
@@ -79,6 +89,9 @@ bad calhead "badhead.csv:1: not a calibration file" --workload gpt-tiny --ranks 
 printf 'op,m,n,k,seconds,rate,backend,dtype\ngemm,64,64,x,1,1,cpu,float32\n' >badrow.csv
 bad calrow "badrow.csv:2: 'x' is not a number" --workload gpt-tiny --ranks 4 --calibration badrow.csv
 bad calmissing "cannot be read" --workload gpt-tiny --ranks 4 --calibration missing.csv
+printf 'size,time_us\n8,1\n' >badbench.csv
+bad benchcsv "badbench.csv:1: not a bench.csv: no column 'op'" --workload gpt-tiny --ranks 4 --calibration cal.csv \
+  --bench-csv badbench.csv
 # Under mpirun, --validate with bad input runs nothing either.
 run e "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --calibration cal.csv --mem-per-rank 1000 \
   --validate --out out_e
