@@ -22,6 +22,7 @@
 #include "harness/compare.hpp"
 #include "harness/diagnose.hpp"
 #include "harness/golden.hpp"
+#include "harness/plan.hpp"
 #include "harness/run_state.hpp"
 #include "harness/runner.hpp"
 #include "harness/schema.hpp"
@@ -282,6 +283,29 @@ int main(int argc, char** argv) {
   sched_cmd->add_option("--costs", sched_costs, "F,B,W[,P2P] cost of one action on one chunk (any unit)")
       ->capture_default_str();
   sched_cmd->add_option("--csv", sched_out, "write the simulated table here (rank,step,kind,micro,chunk,vstage,start,end)");
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "suggest a layout for a workload on N ranks from the strategies' exact statements and a time model "
+              "(README: Planning a layout; --validate under mpirun -np N)");
+  pts::PlanOptions po;
+  bool plan_calibrate = false;
+  plan_cmd->add_option("--workload", po.workload, "workload to plan for");
+  plan_cmd->add_option("--ranks", po.ranks, "ranks to plan for");
+  plan_cmd->add_option("--global-batch", po.global_batch, "global batch (default 8 x ranks, at least 16)");
+  plan_cmd->add_option("--mem-per-rank", po.mem_per_rank, "bytes a rank may hold (default: no limit)");
+  plan_cmd->add_option("--link", po.link, "bus_gbps,latency_us of the link (the emulated link's)");
+  plan_cmd->add_option("--bench-csv", po.bench_csv, "a ptsuite bench bench.csv to fit the link to");
+  plan_cmd->add_option("--calibration", po.calibration, "a ptsuite plan --calibrate CSV (default: calibrate now)");
+  plan_cmd->add_option("--top", po.top, "suggestions to write to plan-top.toml and validate")->capture_default_str();
+  plan_cmd->add_option("--out", po.out_dir, "directory for plan.csv and plan-top.toml (--calibrate: the CSV file)");
+  plan_cmd->add_option("--dtype", po.dtype, "float32 or float64")->capture_default_str();
+  plan_cmd->add_option("--backend", po.backend, "compute backend")->capture_default_str();
+  plan_cmd->add_option("--cores", po.cores, "cores the ranks share (compute slows by ranks / cores; 0: none)")
+      ->capture_default_str();
+  plan_cmd->add_option("--steps", po.steps, "steps of each validated case")->capture_default_str();
+  plan_cmd->add_option("--warmup-steps", po.warmup_steps, "untimed steps of each")->capture_default_str();
+  plan_cmd->add_flag("--calibrate", plan_calibrate, "measure gemm and elementwise throughput into --out FILE");
+  plan_cmd->add_flag("--validate", po.validate, "run the suggestions and a sample through the harness");
+  plan_cmd->add_option("--sample", po.sample, "layouts besides the top K to validate")->capture_default_str();
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();
@@ -327,6 +351,9 @@ int main(int argc, char** argv) {
       pts::MpiComm world(MPI_COMM_WORLD, "world", false);
       code = pts::diagnose(dg, registry, world);
       MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);  // every rank exits with rank 0's verdict
+    } else if (*plan_cmd) {
+      pts::MpiComm world(MPI_COMM_WORLD, "world", false);
+      code = pts::plan_command(po, plan_calibrate, registry, world);
     } else if (*bench_cmd) {
       if (!bench_ops.empty()) bo.ops = pts::parse_bench_ops(bench_ops);
       bo.min_bytes = pts::parse_size(bench_min);

@@ -1,5 +1,7 @@
 #include "harness/schema.hpp"
 
+#include "harness/plan.hpp"
+
 #include <algorithm>
 #include <sstream>
 
@@ -260,6 +262,8 @@ std::string schema_markdown() {
   };
   for (const CsvSchema* s : all_schemas()) table(*s, s->file);
   table(bench_schema(), bench_schema().file + " (`ptsuite bench`)");
+  table(plan_schema(), plan_schema().file + " (`ptsuite plan`)");
+  table(validate_schema(), validate_schema().file + " (`ptsuite plan --validate`)");
   return o.str();
 }
 

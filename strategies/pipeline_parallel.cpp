@@ -130,39 +130,61 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
 }
 
 template <class T>
-std::vector<ExpectedOp> Pipeline<T>::expected_comm() const {
+StageShape stage_shape(const Model<T>& m, int stage, int stages, int micro, int64_t rows, int tp) {
+  return {stage, stages, micro, tp, rows, m.in_per_row(), m.last_stage() ? 0 : m.out_per_row(), m.first_stage(),
+          m.last_stage(), m.activation_bytes(rows), m.tp_comm(rows), static_cast<int64_t>(sizeof(T)), m.compute(rows)};
+}
+template StageShape stage_shape(const Model<float>&, int, int, int, int64_t, int);
+template StageShape stage_shape(const Model<double>&, int, int, int, int64_t, int);
+
+std::vector<ExpectedOp> pipeline_comm(const StageShape& st) {
   std::vector<ExpectedOp> out;
-  const Model<T>& m = replica_.model();
-  const uint64_t s = sizeof(T), k = static_cast<uint64_t>(micro_);
+  const uint64_t s = static_cast<uint64_t>(st.elem_bytes), k = static_cast<uint64_t>(st.micro);
   // Sends and receives of one direction pair: activations out and their gradients back in,
   // or the input in and its gradient back out; both the same size.
   uint64_t sends = 0, send_bytes = 0;
-  if (!m.last_stage()) sends += k, send_bytes += k * static_cast<uint64_t>(rows_ * m.out_per_row()) * s;
-  if (!m.first_stage()) sends += k, send_bytes += k * static_cast<uint64_t>(rows_ * m.in_per_row()) * s;
+  if (!st.last) sends += k, send_bytes += k * static_cast<uint64_t>(st.rows * st.out_per_row) * s;
+  if (!st.first) sends += k, send_bytes += k * static_cast<uint64_t>(st.rows * st.in_per_row) * s;
   if (sends > 0) {
-    out.push_back({"pp", CommOp::send, stages_, sends, send_bytes});
-    out.push_back({"pp", CommOp::recv, stages_, sends, send_bytes});
+    out.push_back({"pp", CommOp::send, st.stages, sends, send_bytes});
+    out.push_back({"pp", CommOp::recv, st.stages, sends, send_bytes});
   }
-  const int tp = ctx_.mesh.layout().tp;
-  for (const TpCollective& c : m.tp_comm(rows_))
-    out.push_back({"tp", c.op, tp, static_cast<uint64_t>(c.calls) * k, static_cast<uint64_t>(c.payload_bytes) * k});
+  for (const TpCollective& c : st.tp_comm)
+    out.push_back({"tp", c.op, st.tp, static_cast<uint64_t>(c.calls) * k, static_cast<uint64_t>(c.payload_bytes) * k});
   return out;
+}
+
+int64_t pipeline_activation(const StageShape& s, const PipeSchedule& schedule) {
+  return schedule.in_flight(s.stage, s.stages, s.micro) * s.activation_bytes;
+}
+
+int64_t pipeline_workspace(const StageShape& s) {
+  // Sends are reaped as they complete, at the latest at the end of the step: at most every
+  // send of the step (m activations, m input gradients) plus the received gradient
+  // (two while the next replaces it).
+  const int64_t out = s.rows * s.out_per_row, in = s.rows * s.in_per_row;
+  const int64_t elems = (s.last ? 0 : s.micro * out + 2 * out) + (s.first ? 0 : s.micro * in);
+  return elems * s.elem_bytes;
+}
+
+template <class T>
+StageShape Pipeline<T>::shape() const {
+  return stage_shape(replica_.model(), stage_, stages_, micro_, rows_, ctx_.mesh.layout().tp);
+}
+
+template <class T>
+std::vector<ExpectedOp> Pipeline<T>::expected_comm() const {
+  return pipeline_comm(shape());
 }
 
 template <class T>
 int64_t Pipeline<T>::expected_activation() const {
-  return schedule_->in_flight(stage_, stages_, micro_) * replica_.model().activation_bytes(rows_);
+  return pipeline_activation(shape(), *schedule_);
 }
 
 template <class T>
 int64_t Pipeline<T>::workspace_bound() const {
-  const Model<T>& m = replica_.model();
-  // Sends are reaped as they complete, at the latest at the end of the step: at most every
-  // send of the step (m activations, m input gradients) plus the received gradient
-  // (two while the next replaces it).
-  const int64_t out = rows_ * m.out_per_row(), in = rows_ * m.in_per_row();
-  const int64_t elems = (m.last_stage() ? 0 : micro_ * out + 2 * out) + (m.first_stage() ? 0 : micro_ * in);
-  return elems * static_cast<int64_t>(sizeof(T));
+  return pipeline_workspace(shape());
 }
 
 template class Pipeline<float>;

@@ -27,6 +27,28 @@ namespace pts {
 // stage and the head the last. Throws CaseError when the layout does not fit the model.
 std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages, const std::vector<int>& stage_layers);
 
+// What the pipeline's statements depend on, and nothing else: the stage's place, its
+// microbatches, and what its model states for one microbatch. The formulas are pure
+// functions of it, called by Pipeline and by the planner (strategies/statement.hpp).
+struct StageShape {
+  int stage = 0, stages = 1, micro = 1, tp = 1;
+  int64_t rows = 0;                          // per microbatch
+  int64_t in_per_row = 0, out_per_row = 0;   // the stage model's (0: first / last stage)
+  bool first = true, last = true;
+  int64_t activation_bytes = 0;              // Model::activation_bytes(rows)
+  std::vector<TpCollective> tp_comm;         // Model::tp_comm(rows)
+  int64_t elem_bytes = 8;
+  ComputeWork work;                          // Model::compute(rows)
+};
+template <class T>
+StageShape stage_shape(const Model<T>& m, int stage, int stages, int micro, int64_t rows, int tp);
+// pp point-to-point plus the tensor-parallel collectives of every microbatch, per step.
+std::vector<ExpectedOp> pipeline_comm(const StageShape& s);
+// in_flight(stage) x one microbatch's activation bytes.
+int64_t pipeline_activation(const StageShape& s, const PipeSchedule& schedule);
+// The send buffers of one step that may still be in flight and the received gradient.
+int64_t pipeline_workspace(const StageShape& s);
+
 template <class T>
 class Pipeline {
  public:
@@ -47,6 +69,8 @@ class Pipeline {
   int64_t workspace_bound() const;
   int64_t rows_per_micro() const { return rows_; }
   double bubble_theory() const { return schedule_->bubble(stages_, micro_); }
+  StageShape shape() const;
+  const PipeSchedule& schedule() const { return *schedule_; }
 
  private:
   Micro<T> micro_batch(int k) const;

@@ -86,6 +86,11 @@ struct StrategyInfo {
   // Matches point-to-point messages by tag, out of posting order: NCCL cannot, so on GPUs the
   // case communicates over staged MPI (core/comm/case_comm.hpp).
   bool tagged_p2p = false;
+  // The statements (expected_comm(step), expected_memory()) rank `coord` of case c would
+  // make, computed without building the strategy or allocating its model: what the planner
+  // (harness/plan.hpp) predicts from. Null: this strategy cannot be predicted that way.
+  std::function<RankStatement(const CaseConfig& c, const WorkloadSpec& w, const MeshCoord& coord, int step)>
+      statement = nullptr;
   const OptionSpec* option(const std::string& key) const {
     for (const auto& o : options)
       if (o.key == key) return &o;
@@ -100,7 +105,8 @@ StrategyInfo strategy_entry(std::string name, std::string description,
                             std::function<void(const CaseConfig&, const WorkloadSpec&)> validate, Args... args) {
   return {std::move(name), std::move(description), std::move(validate),
           [=](const StrategyContext<float>& c) { return std::make_unique<S<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}, {}, false};
+          [=](const StrategyContext<double>& c) { return std::make_unique<S<double>>(c, args...); }, 0, "", {}, {}, {}, false,
+          nullptr};
 }
 
 // The configuration of a twin for case c: the oracle's plus the case's strategy options,

@@ -26,9 +26,13 @@ class Replica {
   // Upper bound on workspace bytes: the batch's inputs (mlp: rows x in_dim; gpt's tokens are
   // not tracked) and the model's scratch for microbatches of `micro_rows` rows.
   int64_t workspace_bound(int64_t micro_rows) const {
-    const WorkloadSpec& w = model_spec_;
-    const int64_t inputs = batch_.rows * w.model_kind().input_elems(w) * static_cast<int64_t>(sizeof(T));
-    return inputs + model_->workspace_bytes(micro_rows);
+    return replica_workspace(model_spec_, batch_.rows, model_->workspace_bytes(micro_rows), sizeof(T));
+  }
+  // The same as a pure function (for the planner): inputs of batch_rows rows plus the model's
+  // scratch.
+  static int64_t replica_workspace(const WorkloadSpec& w, int64_t batch_rows, int64_t model_workspace,
+                                   int64_t elem_bytes) {
+    return batch_rows * w.model_kind().input_elems(w) * elem_bytes + model_workspace;
   }
   void load(int step) { data_.fill(step, cfg_.global_batch, first_, batch_.rows, batch_, be_); }
   // Forward + backward, overwriting the gradients; the loss is the mean over this slice.

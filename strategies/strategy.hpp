@@ -133,6 +133,16 @@ struct MemoryExpectation {
   int64_t workspace_max = -1;  // upper bound on the peak of workspace (scratch) bytes; -1: unchecked
 };
 
+// Everything a rank states about one step: its operations and its bytes held.
+struct RankStatement {
+  std::vector<ExpectedOp> comm;
+  MemoryExpectation memory;
+  // For the planner's time model: one microbatch's forward + backward work on this rank, and
+  // the microbatches per step.
+  ComputeWork work;
+  int micro = 1;
+};
+
 // What one rank saw in its last step, for the pipeline figures.
 struct StepStats {
   int stage = 0;              // pipeline stage of this rank

@@ -92,20 +92,30 @@ std::vector<double> Trainer<T>::full_params(Comm& side) {
   return side.rank() == 0 ? full : std::vector<double>{};
 }
 
+RankStatement trainer_statement(const StageShape& stage, const PipeSchedule& schedule, const DpStatement& dp,
+                                int64_t replica_workspace) {
+  RankStatement r{pipeline_comm(stage), dp.memory, stage.work, stage.micro};
+  for (const ExpectedOp& op : dp.comm) r.comm.push_back(op);
+  r.memory.activation = pipeline_activation(stage, schedule);
+  r.memory.workspace_max = replica_workspace + pipeline_workspace(stage) + dp.workspace;
+  return r;
+}
+
+template <class T>
+RankStatement Trainer<T>::statement(int step) const {
+  const DpStatement dp{sync_->expected_comm(step), sync_->expected_memory(), sync_->workspace_bound()};
+  return trainer_statement(pipeline_.shape(), pipeline_.schedule(), dp,
+                           replica_.workspace_bound(pipeline_.rows_per_micro()));
+}
+
 template <class T>
 std::vector<ExpectedOp> Trainer<T>::expected_comm(int step) const {
-  std::vector<ExpectedOp> out = pipeline_.expected_comm();
-  for (ExpectedOp& op : sync_->expected_comm(step)) out.push_back(std::move(op));
-  return out;
+  return statement(step).comm;
 }
 
 template <class T>
 MemoryExpectation Trainer<T>::expected_memory() const {
-  MemoryExpectation e = sync_->expected_memory();
-  e.activation = pipeline_.expected_activation();
-  e.workspace_max = replica_.workspace_bound(pipeline_.rows_per_micro()) + pipeline_.workspace_bound() +
-                    sync_->workspace_bound();
-  return e;
+  return statement(0).memory;
 }
 
 template <class T>
@@ -179,6 +189,34 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
   return o;
 }
 
+namespace {
+// The trainer's statements for rank `coord` from the pieces' pure functions over a shape-only
+// model of the rank's stage/shard: the same blocks the trainer builds, with no parameter or
+// gradient storage (nothing is allocated, so gpt2-124m on 512 ranks costs microseconds).
+template <class T>
+RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const MeshCoord& coord, const DpAlgorithm& a,
+                              const PipeSchedule& schedule, int step) {
+  const Layout& l = c.layout;
+  const TensorParallel tp(coord.tp, l.tp);
+  ModelShard shard;
+  shard.tp = &tp;
+  const auto stages = stage_blocks(w, l.pp, c.stage_layers);
+  shard.first_block = stages[coord.pp].first;
+  shard.end_block = stages[coord.pp].second;
+  ModelStorage storage = a.storage(l.dp);
+  storage.own_params = storage.own_grads = false;  // shapes only
+  static thread_local std::unique_ptr<Backend<T>> backend = make_cpu_backend<T>();  // never runs an op here
+  MemoryTracker mem;
+  const auto model = make_model<T>(w, *backend, mem, c.seed, storage, shard);
+  const int m = microbatches_of(c);
+  const int64_t batch_rows = c.global_batch / l.dp, rows = batch_rows / m;
+  const int64_t elem = sizeof(T);
+  const DpStatement dp = a.statement(DpShape{c, model->layout(), l.dp, elem}, step);
+  return trainer_statement(stage_shape(*model, coord.pp, l.pp, m, rows, l.tp), schedule, dp,
+                           Replica<T>::replica_workspace(w, batch_rows, model->workspace_bytes(rows), elem));
+}
+}  // namespace
+
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
   auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
@@ -191,6 +229,16 @@ StrategyInfo trainer_entry(std::string name, std::string description, std::strin
   info.schedule = preset.schedule ? preset.schedule->name() : "";
   info.options = trainer_options(preset);
   info.matrix = trainer_matrix(info.name, axes, preset, info.options);
+  // A variant tensor-parallel split, or a dp algorithm without pure statements, is not predicted.
+  if (!preset.tensor_parallel && (!preset.dp || preset.dp->statement))
+    info.statement = [preset, name = info.name](const CaseConfig& c, const WorkloadSpec& w, const MeshCoord& coord,
+                                                int step) {
+      const DpAlgorithm& a = preset.dp ? *preset.dp : dp_algorithm_for_stage(std::max(c.zero_stage, 0));
+      const auto schedule = preset.schedule ? preset.schedule : find_schedule(c.schedule);
+      PTS_REQUIRE(a.statement && schedule, name + ": no pure statement for this case");
+      return c.dtype == "float32" ? shape_statement<float>(c, w, coord, a, *schedule, step)
+                                  : shape_statement<double>(c, w, coord, a, *schedule, step);
+    };
   return info;
 }
 

@@ -25,6 +25,14 @@
 
 namespace pts {
 
+// The trainer's statements for one rank, as the sum of its pieces' (each a pure function):
+// the pipeline's operations then the dp algorithm's; param/grad/optimizer (and gathered)
+// bytes the dp algorithm's, activations the pipeline's, workspace bounded by the replica's
+// plus the pipeline's plus the dp algorithm's. Trainer states exactly this, and so does the
+// planner for ranks it never builds (strategies/statement.hpp).
+RankStatement trainer_statement(const StageShape& stage, const PipeSchedule& schedule, const DpStatement& dp,
+                                int64_t replica_workspace);
+
 // What a preset fixes; the rest comes from the case.
 struct TrainerPreset {
   std::optional<DpAlgorithm> dp = std::nullopt;  // unset: the case's zero_stage (0-3)
@@ -48,6 +56,8 @@ class Trainer final : public Strategy<T> {
   StepStats step_stats() const override;
 
  private:
+  RankStatement statement(int step) const;
+
   StrategyContext<T> ctx_;
   std::unique_ptr<DpSync<T>> sync_;
   std::unique_ptr<TensorParallel> tp_;

@@ -97,6 +97,10 @@ class Embedding final : public GptBlock<T> {
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
     if (this->tp_on()) out.push_back({CommOp::all_reduce, 1, this->bytes(rows * this->S_ * this->C_)});
   }
+  // Two lookups forward, two scatter-adds backward, of N x C each.
+  void compute(int64_t rows, ComputeWork& out) const override {
+    out.elementwise += 4.0 * static_cast<double>(rows * this->S_ * this->C_);
+  }
 
  private:
   const int32_t* positions(int64_t n) {
@@ -210,6 +214,15 @@ class Transformer final : public GptBlock<T> {
     const int64_t N = rows * this->S_;
     for (const TpLinear<T>* l : {&qkv_, &proj_, &fc_, &fc2_}) l->collectives(N, true, out);
   }
+  // The four linear layers; attention per (row, local head): q k^T and p v forward, four
+  // products backward; layernorms, gelu, residual adds and the causal softmax.
+  void compute(int64_t rows, ComputeWork& out) const override {
+    const int64_t N = rows * this->S_, S = this->S_, C = this->C_, RH = rows * H_;
+    for (const TpLinear<T>* l : {&qkv_, &proj_, &fc_, &fc2_}) l->work(N, true, out);
+    out.gemm(S, S, D_, 2 * RH);  // q k^T; backward dP = dO V^T
+    out.gemm(S, D_, S, 4 * RH);  // p v; backward dV = P^T dO, dQ = dS K, dK = dS^T Q
+    out.elementwise += static_cast<double>(N) * (12.0 * C + 6.0 * Fl_) + 4.0 * static_cast<double>(RH * S * S);
+  }
 
  private:
   struct Saved {
@@ -288,6 +301,13 @@ class Head final : public GptBlock<T> {
       be.layernorm_backward(x, this->p(0), s.mean.data(), s.rstd.data(), dy.data(), din, this->g(0), this->g(1), N, C);
     }
     s = Saved{};
+  }
+
+  // The head's gemm forward, its two gemms backward; layernorm and the cross-entropy.
+  void compute(int64_t rows, ComputeWork& out) const override {
+    const int64_t N = rows * this->S_, Vl = vocab_.count;
+    out.gemm(N, Vl, this->C_, 3);
+    out.elementwise += static_cast<double>(N) * (6.0 * this->C_ + 4.0 * Vl);
   }
 
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {

@@ -75,6 +75,11 @@ class Dense final : public Block<T> {
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
     linear_.collectives(rows, !first_, out);  // the first layer's input needs no gradient
   }
+  // The linear layer, then gelu forward and backward (head: softmax cross-entropy).
+  void compute(int64_t rows, ComputeWork& out) const override {
+    linear_.work(rows, !first_, out);
+    out.elementwise += 4.0 * static_cast<double>(rows * linear_.out());
+  }
 
  private:
   // Registers W [in, out] and b [out] split as `par` and returns the layer of local shape.

@@ -76,6 +76,13 @@ std::vector<TpCollective> Model<T>::tp_comm(int64_t rows) const {
 }
 
 template <class T>
+ComputeWork Model<T>::compute(int64_t rows) const {
+  ComputeWork w;
+  for (const auto& b : blocks_) b->compute(rows, w);
+  return w;
+}
+
+template <class T>
 int64_t Model<T>::activation_bytes(int64_t rows) const {
   int64_t elems = rows * in_per_row_;
   for (size_t u = 0; u + 1 < blocks_.size(); ++u) elems += rows * blocks_[u]->out_per_row();

@@ -36,12 +36,35 @@ struct TpCollective {
   int64_t calls = 0, payload_bytes = 0;
 };
 
+// The work one block's forward and backward do for a microbatch, for the planner's compute
+// model (harness/plan_model.hpp): every gemm (m x n x k, `count` times) and the elements its
+// other ops (layernorm, gelu, softmax, bias, residual adds, embedding) read and write.
+struct ComputeWork {
+  struct Gemm {
+    int64_t m = 0, n = 0, k = 0, count = 1;
+    double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count; }
+  };
+  std::vector<Gemm> gemms;
+  double elementwise = 0;
+  void gemm(int64_t m, int64_t n, int64_t k, int64_t count = 1) {
+    if (m > 0 && n > 0 && k > 0 && count > 0) gemms.push_back({m, n, k, count});
+  }
+  void add(const ComputeWork& o) {
+    gemms.insert(gemms.end(), o.gemms.begin(), o.gemms.end());
+    elementwise += o.elementwise;
+  }
+};
+
 class TensorParallel {
  public:
   explicit TensorParallel(Comm* group = nullptr) : group_(group) {}
+  // A split with no group: rank `rank` of `size`. What the layers state (shapes, bytes,
+  // collectives) then follows without a communicator, for the planner (strategies/statement.hpp);
+  // its collectives must not run.
+  TensorParallel(int rank, int size) : group_(nullptr), rank_(rank), size_(size) {}
   virtual ~TensorParallel() = default;
-  int rank() const { return group_ ? group_->rank() : 0; }
-  int size() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : rank_; }
+  int size() const { return group_ ? group_->size() : size_; }
   bool active() const { return size() > 1; }
 
   // Part `rank()` of n split evenly (columns of a column-parallel weight, rows of a
@@ -67,7 +90,7 @@ class TensorParallel {
   // The sum over the group, in place (g forward, f backward, partial embedding rows,
   // cross-entropy sums); nothing without a group.
   virtual void all_reduce(void* x, int64_t n, DType t) const {
-    if (active()) group_->all_reduce(x, x, static_cast<size_t>(n), t);
+    if (active()) group().all_reduce(x, x, static_cast<size_t>(n), t);
   }
   // g: the partial outputs of a row-parallel layer summed.
   virtual void reduce_row_output(void* y, int64_t n, DType t) const { all_reduce(y, n, t); }
@@ -75,12 +98,17 @@ class TensorParallel {
   virtual void reduce_column_input_grad(void* dx, int64_t n, DType t) const { all_reduce(dx, n, t); }
   // Every rank's n values, rank-major, into out[size() * n].
   virtual void all_gather(const void* x, void* out, int64_t n, DType t) const {
-    if (active()) group_->all_gather(x, out, static_cast<size_t>(n), t);
+    if (active()) group().all_gather(x, out, static_cast<size_t>(n), t);
     else std::memcpy(out, x, static_cast<size_t>(n) * dtype_size(t));
   }
 
  private:
+  Comm& group() const {
+    PTS_REQUIRE(group_ != nullptr, "a shape-only tensor-parallel split cannot communicate");
+    return *group_;
+  }
   Comm* group_;
+  int rank_ = 0, size_ = 1;
 };
 
 // Makes the model's tp object over a group (null: no tensor parallelism).
@@ -115,6 +143,14 @@ class TpLinear {
       be_->gemm(Trans::no, Trans::yes, rows, in_, out_, T(1), dy, out_, w, out_, T(0), dx, in_);
       if (kind_ == Kind::column) tp_->reduce_column_input_grad(dx, rows * in_, dtype_of<T>());
     }
+  }
+  // The gemms forward + backward run for `rows` rows (forward's, dW's, and dx's when with_dx)
+  // and the bias add and bias gradient.
+  void work(int64_t rows, bool with_dx, ComputeWork& out) const {
+    out.gemm(rows, out_, in_);
+    out.gemm(in_, out_, rows);
+    if (with_dx) out.gemm(rows, in_, out_);
+    out.elementwise += 4.0 * static_cast<double>(rows * out_);
   }
   // The collectives forward + backward issue for `rows` rows (with_dx: backward computes dx).
   void collectives(int64_t rows, bool with_dx, std::vector<TpCollective>& out) const {

@@ -206,6 +206,8 @@ class Block {
   virtual int64_t workspace_bytes(int64_t /*rows*/) const { return 0; }
   // Collectives forward + backward issue for a microbatch of `rows` rows.
   virtual void tp_comm(int64_t /*rows*/, std::vector<TpCollective>& /*out*/) const {}
+  // Gemms and elementwise traffic forward + backward run for a microbatch of `rows` rows.
+  virtual void compute(int64_t /*rows*/, ComputeWork& /*out*/) const {}
 };
 
 // A model, or one pipeline stage / tensor-parallel shard of it: a sequence of blocks (one
@@ -239,6 +241,7 @@ class Model {
   int64_t in_per_row() const { return in_per_row_; }
   int64_t out_per_row() const { return blocks_.back()->out_per_row(); }
   std::vector<TpCollective> tp_comm(int64_t rows) const;
+  ComputeWork compute(int64_t rows) const;
   // Activation bytes one microbatch of `rows` rows holds from its forward to its backward:
   // what the blocks save, the outputs passed between them, and the stage's input.
   int64_t activation_bytes(int64_t rows) const;

@@ -149,3 +149,24 @@ BENCH = [
     opt("ip_busbw", "GB/s"),
     opt("ip_wrong", "count"),
 ]
+
+# validate.csv: `ptsuite plan --validate`'s predicted against measured (ptsreport/plan.py). A
+# plan directory holds it with plan.csv; its run is DIR/run.
+VALIDATE_FILE = "validate.csv"
+VALIDATE = [
+    req("case", "-", "the plan figures' points", text=True),
+    req("layout", "-", "the plan figures' labels", text=True),
+    req("suggested", "bool", "the plan figures' markers"),
+    req("predicted_step_s", "s", "the step-time panel's x axis"),
+    req("measured_step_s", "s", "the step-time panel's y axis"),
+    req("predicted_mem_exact_bytes", "bytes", "the memory panel's x axis"),
+    req("measured_mem_exact_bytes", "bytes", "the memory panel's y axis"),
+    req("mem_exact_match", "bool", "the memory panel's markers"),
+    opt("predicted_rank", "index"),
+    opt("step_error_pct", "%"),
+    opt("measured_step_min_s", "s"),
+    opt("step_error_min_pct", "%"),
+    opt("predicted_mem_bytes", "bytes"),
+    opt("measured_peak_mem_bytes", "bytes"),
+    opt("mem_within_bound", "bool"),
+]

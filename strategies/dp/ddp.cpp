@@ -59,17 +59,25 @@ void Ddp<T>::finish_step(int) {
 }
 
 template <class T>
-std::vector<ExpectedOp> Ddp<T>::expected_comm(int) const {
-  const int n = this->dp().size();
-  if (n == 1) return {};  // nothing to synchronise
-  const uint64_t bytes = static_cast<uint64_t>(this->bytes(this->layout().padded_total()));
-  return {{"dp", CommOp::all_reduce, n, buckets_.size(), bytes}};
+DpStatement Ddp<T>::statement(const DpShape& s, int) {
+  DpStatement st;
+  const int64_t n = s.layout.padded_total(), full = s.bytes(n);
+  // Nothing to synchronise at dp 1; else the buckets attach() cuts.
+  if (s.dp > 1)
+    st.comm = {{"dp", CommOp::all_reduce, s.dp, make_buckets(n, s.config.bucket_bytes / s.elem_bytes).size(),
+                static_cast<uint64_t>(full)}};
+  st.memory = {full, full, s.state_bytes(n)};
+  return st;
+}
+
+template <class T>
+std::vector<ExpectedOp> Ddp<T>::expected_comm(int step) const {
+  return statement(this->shape(), step).comm;
 }
 
 template <class T>
 MemoryExpectation Ddp<T>::expected_memory() const {
-  const int64_t full = this->bytes(this->layout().padded_total());
-  return {full, full, this->state_bytes(this->layout().padded_total())};
+  return statement(this->shape(), 0).memory;
 }
 
 template class Ddp<float>;

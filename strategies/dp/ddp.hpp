@@ -22,7 +22,10 @@ template <class T>
 class Ddp : public DpSync<T> {
  public:
   explicit Ddp(const StrategyContext<T>& ctx) : DpSync<T>(ctx) {}
-  ModelStorage storage() const override { return {1, true, true}; }
+  ModelStorage storage() const override { return storage_for(this->dp().size()); }
+  // The statements as pure functions (dp_sync.hpp's DpShape), for the planner too.
+  static ModelStorage storage_for(int) { return {1, true, true}; }
+  static DpStatement statement(const DpShape& s, int step);
   void attach(Model<T>& model) override;
   UnitHooks hooks(int step) override;
   void finish_step(int step) override;

@@ -27,6 +27,28 @@
 
 namespace pts {
 
+// What a dp algorithm's statements depend on, and nothing else: the case, the dp group's
+// size, this rank's stage/shard flat layout (units padded as the algorithm's storage says)
+// and the bytes of one element. The algorithms' formulas are pure functions of it, called by
+// the algorithm itself (expected_comm, expected_memory, workspace_bound) and by the planner
+// (strategies/statement.hpp), which predicts layouts it never builds: one formula for both.
+struct DpShape {
+  const CaseConfig& config;
+  const FlatLayout& layout;
+  int dp = 1;
+  int64_t elem_bytes = 8;
+  int64_t bytes(int64_t n) const { return n * elem_bytes; }
+  int64_t state_bytes(int64_t n) const { return config.optimizer.state_per_param() * bytes(n); }
+};
+
+// A dp algorithm's statements for one step: its dp-axis operations, param/grad/optimizer
+// bytes (and the bound on gathered parameters), and the workspace it holds itself.
+struct DpStatement {
+  std::vector<ExpectedOp> comm;
+  MemoryExpectation memory;
+  int64_t workspace = 0;
+};
+
 template <class T>
 class DpSync {
  public:
@@ -54,6 +76,8 @@ class DpSync {
   Comm& dp() const { return dp_; }
   Model<T>& model() const { return *model_; }
   const FlatLayout& layout() const { return model_->layout(); }
+  // What this algorithm's pure statement functions take (after attach).
+  DpShape shape() const { return {ctx_.config, layout(), dp_.size(), static_cast<int64_t>(sizeof(T))}; }
   // Bytes of n elements, and of the optimizer state for n elements.
   static int64_t bytes(int64_t n) { return n * static_cast<int64_t>(sizeof(T)); }
   int64_t state_bytes(int64_t n) const { return config().optimizer.state_per_param() * bytes(n); }
@@ -79,19 +103,33 @@ template <class T>
 using DpSyncFactory = std::function<std::unique_ptr<DpSync<T>>(const StrategyContext<T>&)>;
 
 // A dp algorithm as the registry names it: the factories for both dtypes and the ZeRO stage
-// it reports in cases.csv (-1 when the notion does not apply).
+// it reports in cases.csv (-1 when the notion does not apply). `storage` and `statement`
+// are the algorithm's own pure functions (what its storage() and statements return for a dp
+// group of that size), for the planner; null for algorithms the planner does not enumerate.
 struct DpAlgorithm {
   std::string name;
   int zero_stage = -1;
   DpSyncFactory<float> make_f32;
   DpSyncFactory<double> make_f64;
+  std::function<ModelStorage(int dp)> storage = nullptr;
+  std::function<DpStatement(const DpShape&, int step)> statement = nullptr;
 };
 
+// `args` are the constructor's fixed settings; the algorithm's static storage_for(dp, args...)
+// and statement(shape, step, args...) give its pure functions, where it has them.
 template <template <class> class A, class... Args>
 DpAlgorithm dp_algorithm(std::string name, int zero_stage, Args... args) {
-  return {std::move(name), zero_stage,
-          [=](const StrategyContext<float>& c) { return std::make_unique<A<float>>(c, args...); },
-          [=](const StrategyContext<double>& c) { return std::make_unique<A<double>>(c, args...); }};
+  DpAlgorithm a{std::move(name), zero_stage,
+                [=](const StrategyContext<float>& c) { return std::make_unique<A<float>>(c, args...); },
+                [=](const StrategyContext<double>& c) { return std::make_unique<A<double>>(c, args...); }};
+  if constexpr (requires(const DpShape& s) {
+                  A<double>::storage_for(1, args...);
+                  A<double>::statement(s, 0, args...);
+                }) {
+    a.storage = [=](int dp) { return A<double>::storage_for(dp, args...); };
+    a.statement = [=](const DpShape& s, int step) { return A<double>::statement(s, step, args...); };
+  }
+  return a;
 }
 
 // The shipped algorithms by ZeRO stage: 0 ddp, 1 zero1, 2 zero2, 3 fsdp (hybrid's zero_stage).

@@ -21,12 +21,6 @@ void Fsdp<T>::attach(Model<T>& model) {
   }
 }
 
-// A unit is freed after forward only when one forward precedes its backward.
-template <class T>
-bool Fsdp<T>::reshard() const {
-  return this->config().reshard_after_forward && microbatches_of(this->config()) == 1;
-}
-
 template <class T>
 void Fsdp<T>::start_gather(size_t u) {
   if (!gathered_[u].empty() || gather_req_[u]) return;
@@ -56,7 +50,7 @@ UnitHooks Fsdp<T>::hooks(int step) {
     if (prefetch && u + 1 < units) start_gather(u + 1);
     this->progress(gather_req_);
   };
-  if (reshard()) h.after_forward = [this](size_t u) { release(gathered_[u]); };
+  if (reshards(this->config())) h.after_forward = [this](size_t u) { release(gathered_[u]); };
   h.before_backward = [this, prefetch, stage = h.before_backward](size_t u) {
     gather_for_backward(u);
     if (prefetch && u > 0) start_gather(u - 1);
@@ -96,15 +90,21 @@ std::vector<double> Fsdp<T>::local_params(Comm& dp_side) {
 }
 
 template <class T>
-MemoryExpectation Fsdp<T>::expected_memory() const {
-  const FlatLayout& l = this->layout();
-  const int64_t shard = this->bytes(l.shard_total());
-  MemoryExpectation e{shard, shard, this->state_bytes(l.shard_total())};
+DpStatement Fsdp<T>::statement(const DpShape& s, int) {
+  const FlatLayout& l = s.layout;
+  const int64_t shard = s.bytes(l.shard_total());
+  DpStatement st{Zero<T>::comm_of(s, reshards(s.config) ? 2 : 1), {shard, shard, s.state_bytes(l.shard_total())},
+                 Zero<T>::workspace_of(s, 3)};
   // Gathered units alive at once: one, or two with prefetch; every unit when forward keeps
   // them for backward.
-  e.comm_max = reshard() ? this->bytes(l.largest_padded_unit()) * (this->config().prefetch ? 2 : 1)
-                         : this->bytes(l.padded_total());
-  return e;
+  st.memory.comm_max = reshards(s.config) ? s.bytes(l.largest_padded_unit()) * (s.config.prefetch ? 2 : 1)
+                                          : s.bytes(l.padded_total());
+  return st;
+}
+
+template <class T>
+MemoryExpectation Fsdp<T>::expected_memory() const {
+  return statement(this->shape(), 0).memory;
 }
 
 template class Fsdp<float>;

@@ -17,7 +17,12 @@ template <class T>
 class Fsdp : public Zero<T> {
  public:
   explicit Fsdp(const StrategyContext<T>& ctx) : Zero<T>(ctx, 3) {}
-  ModelStorage storage() const override { return {this->dp().size(), false, false}; }
+  ModelStorage storage() const override { return storage_for(this->dp().size()); }
+  // The statements as pure functions (dp_sync.hpp's DpShape), for the planner too.
+  static ModelStorage storage_for(int dp) { return {dp, false, false}; }
+  static DpStatement statement(const DpShape& s, int step);
+  // A unit is freed after forward only when one forward precedes its backward.
+  static bool reshards(const CaseConfig& c) { return c.reshard_after_forward && microbatches_of(c) == 1; }
   void attach(Model<T>& model) override;
   UnitHooks hooks(int step) override;
   std::vector<double> local_params(Comm& dp_side) override;
@@ -25,7 +30,7 @@ class Fsdp : public Zero<T> {
 
  protected:
   void update_params() override;
-  uint64_t gathers_per_unit() const override { return reshard() ? 2 : 1; }
+  uint64_t gathers_per_unit() const override { return reshards(this->config()) ? 2 : 1; }
   // Makes unit u's full parameters available to its backward.
   virtual void gather_for_backward(size_t u) { ensure_gathered(u); }
   // Frees a unit's gathered parameters (`gathered` is empty afterwards).
@@ -35,7 +40,6 @@ class Fsdp : public Zero<T> {
 
  private:
   void start_gather(size_t u);
-  bool reshard() const;
 
   Tensor<T> param_shard_;
   std::vector<Tensor<T>> gathered_;

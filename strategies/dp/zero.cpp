@@ -72,27 +72,42 @@ void Zero<T>::finish_step(int) {
 }
 
 template <class T>
+std::vector<ExpectedOp> Zero<T>::comm_of(const DpShape& s, uint64_t gathers) {
+  const uint64_t units = s.layout.units.size();
+  const uint64_t bytes = static_cast<uint64_t>(s.bytes(s.layout.padded_total()));
+  return {{"dp", CommOp::reduce_scatter, s.dp, units, bytes},
+          {"dp", CommOp::all_gather, s.dp, gathers * units, gathers * bytes}};
+}
+
+template <class T>
+int64_t Zero<T>::workspace_of(const DpShape& s, int stage) {
+  if (stage == 1) return s.bytes(s.layout.shard_total());
+  // A unit's staging buffer lives from its first backward to its reduce-scatter: after its
+  // last backward without overlap and with one microbatch, else to the end of the step.
+  const bool one_at_a_time = !s.config.overlap && microbatches_of(s.config) == 1;
+  return s.bytes(one_at_a_time ? s.layout.largest_padded_unit() : s.layout.padded_total());
+}
+
+template <class T>
+DpStatement Zero<T>::statement(const DpShape& s, int, int stage) {
+  const int64_t full = s.bytes(s.layout.padded_total()), shard = s.bytes(s.layout.shard_total());
+  return {comm_of(s, 1), {full, stage == 1 ? full : shard, s.state_bytes(s.layout.shard_total())},
+          workspace_of(s, stage)};
+}
+
+template <class T>
 std::vector<ExpectedOp> Zero<T>::expected_comm(int) const {
-  const int n = this->dp().size();
-  const uint64_t units = this->layout().units.size(), gathers = gathers_per_unit();
-  const uint64_t bytes = static_cast<uint64_t>(this->bytes(this->layout().padded_total()));
-  return {{"dp", CommOp::reduce_scatter, n, units, bytes},
-          {"dp", CommOp::all_gather, n, gathers * units, gathers * bytes}};
+  return comm_of(this->shape(), gathers_per_unit());
 }
 
 template <class T>
 MemoryExpectation Zero<T>::expected_memory() const {
-  const int64_t full = this->bytes(this->layout().padded_total()), shard = this->bytes(this->layout().shard_total());
-  return {full, stage_ == 1 ? full : shard, this->state_bytes(this->layout().shard_total())};
+  return statement(this->shape(), 0, stage_).memory;
 }
 
 template <class T>
 int64_t Zero<T>::workspace_bound() const {
-  if (stage_ == 1) return this->bytes(this->layout().shard_total());
-  // A unit's staging buffer lives from its first backward to its reduce-scatter: after its
-  // last backward without overlap and with one microbatch, else to the end of the step.
-  const bool one_at_a_time = !this->config().overlap && microbatches_of(this->config()) == 1;
-  return this->bytes(one_at_a_time ? this->layout().largest_padded_unit() : this->layout().padded_total());
+  return workspace_of(this->shape(), stage_);
 }
 
 template class Zero<float>;

@@ -23,7 +23,10 @@ class Zero : public DpSync<T> {
  public:
   // stage 1 or 2; fsdp (stage 3) extends this class.
   Zero(const StrategyContext<T>& ctx, int stage) : DpSync<T>(ctx), stage_(stage) {}
-  ModelStorage storage() const override { return {this->dp().size(), true, stage_ < 2}; }
+  ModelStorage storage() const override { return storage_for(this->dp().size(), stage_); }
+  // The statements as pure functions (dp_sync.hpp's DpShape), for the planner too.
+  static ModelStorage storage_for(int dp, int stage) { return {dp, true, stage < 2}; }
+  static DpStatement statement(const DpShape& s, int step, int stage);
   void attach(Model<T>& model) override;
   UnitHooks hooks(int step) override;
   void finish_step(int step) override;
@@ -41,6 +44,9 @@ class Zero : public DpSync<T> {
   // All-gathers of parameters per unit per step.
   virtual uint64_t gathers_per_unit() const { return 1; }
   void reduce_scatter_unit(size_t u, const T* full_grad);
+  // Per step: U reduce-scatters and gathers x U all-gathers of N' s.
+  static std::vector<ExpectedOp> comm_of(const DpShape& s, uint64_t gathers_per_unit);
+  static int64_t workspace_of(const DpShape& s, int stage);
   Tensor<T>& grad_shard() { return grad_shard_; }
   std::vector<RequestPtr>& pending() { return pending_; }
   int stage() const { return stage_; }

@@ -1,0 +1,105 @@
+# `ptsuite plan` as a user runs it: a plan writes its table, plan.csv and plan-top.toml, and
+# `ptsuite run` accepts that suite as is; gpt2-124m on 512 ranks plans in seconds; a
+# calibration written by --calibrate is read back; --validate on 2 ranks writes validate.csv
+# with every layout's memory equal to the statement; bad input (a memory limit no layout
+# fits, an unknown workload, a malformed calibration file, ranks < 1, a bad link) exits 2
+# with a clear message before anything runs and writes nothing.
+# Usage (from CTest): bash plan_cli_test.sh PTSUITE_BIN MPIEXEC
+set -u
+
+if [ $# -ne 2 ]; then
+  echo "usage: bash plan_cli_test.sh PTSUITE_BIN MPIEXEC" >&2
+  exit 2
+fi
+BIN=$(realpath -- "$1") || exit 2
+MPIEXEC=$(command -v -- "$2") || { echo "plan_cli_test: no mpiexec '$2'" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "plan_cli_test: '$BIN' is not an executable" >&2; exit 2; }
+MPI=("$MPIEXEC" --allow-run-as-root --oversubscribe --bind-to none -x OPENBLAS_NUM_THREADS=1)
+export OPENBLAS_NUM_THREADS=1
+
+source "$(dirname -- "$0")/check_lib.sh"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ptsuite-plan-test.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK" || exit 1
+
+# A calibration: --calibrate measures this machine (the grid plus gpt-tiny's shapes).
+run cal "$BIN" plan --calibrate --workload gpt-tiny --ranks 4 --global-batch 16 --out cal.csv
+check "calibrate exits 0 (got $rc)" test "$rc" -eq 0
+check "calibrate writes gemm and elementwise rows" sh -c 'grep -q "^gemm," cal.csv && grep -q "^elementwise," cal.csv'
+[ "$rc" -eq 0 ] || show cal.err
+
+# (a) a plan: table, plan.csv, plan-top.toml; ptsuite run accepts the suite as is.
+run a "$BIN" plan --workload gpt-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv --top 3 --out out_a
+check "plan exits 0 (got $rc)" test "$rc" -eq 0
+check "plan prints the table" has a.out "chosen: fastest predicted"
+check "plan.csv has a header and more than 20 layouts" sh -c '[ "$(head -1 out_a/plan.csv | cut -d, -f1,2)" = "rank,layout" ] && [ "$(wc -l <out_a/plan.csv)" -gt 21 ]'
+check "plan-top.toml holds the top 3" test "$(grep -c '^\[\[case\]\]' out_a/plan-top.toml 2>/dev/null)" -eq 3
+[ "$rc" -eq 0 ] || show a.err
+run a_run "${MPI[@]}" -np 4 "$BIN" run out_a/plan-top.toml --out out_a_run --quiet
+check "ptsuite run accepts plan-top.toml (got $rc)" test "$rc" -eq 0
+check "the run wrote 3 cases" test "$(($(wc -l <out_a_run/cases.csv 2>/dev/null || echo 0) - 1))" -eq 3
+[ "$rc" -eq 0 ] || show a_run.err
+
+# (b) a cluster: gpt2-124m on 512 ranks of 80 GB over 100 GB/s plans in seconds.
+run b timeout 60 "$BIN" plan --workload gpt2-124m --ranks 512 --global-batch 512 --mem-per-rank 80000000000 \
+  --link 100,5 --calibration cal.csv --top 3
+check "512 ranks: exits 0 within 60 s (got $rc)" test "$rc" -eq 0
+check "512 ranks: says how long it planned" has b.out "512 ranks (global batch 512)"
+[ "$rc" -eq 0 ] || show b.err
+
+# A pipeline balanced around gpt2-124m's heavy head (V = 50257): uneven stage splits listed.
+run b8 "$BIN" plan --workload gpt2-124m --ranks 8 --global-batch 64 --link 100,5 --calibration cal.csv --out out_b8
+check "gpt2-124m on 8 ranks: exits 0 (got $rc)" test "$rc" -eq 0
+check "gpt2-124m on 8 ranks: plan.csv lists uneven stage_layers" grep -Eq '"dp[0-9]+ tp[0-9]+ pp[0-9]+ [^"]*\[' out_b8/plan.csv
+
+# A link fitted to a `ptsuite bench` sweep (alpha-beta per op by least squares).
+run bench "${MPI[@]}" -np 2 "$BIN" bench --ops all_reduce,all_gather,reduce_scatter,send_recv --min-bytes 1K \
+  --max-bytes 1M --iters 5 --warmup 1 --out out_bench
+run bcsv "$BIN" plan --workload gpt-tiny --ranks 2 --global-batch 8 --bench-csv out_bench/bench.csv \
+  --calibration cal.csv --top 2
+check "--bench-csv: exits 0 (got $rc)" test "$rc" -eq 0
+check "--bench-csv: plans with the fitted link" has bcsv.out "chosen: fastest predicted"
+check "--bench-csv: communication is not free" sh -c '! grep -q "communication is free" bcsv.out'
+[ "$rc" -eq 0 ] || show bcsv.err
+
+# (c) --validate on 2 ranks: validate.csv, memory equal to the statement on every rank.
+run c "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --global-batch 8 --link 1,20 --calibration cal.csv \
+  --top 2 --sample 2 --steps 3 --warmup-steps 1 --validate --out out_c
+check "validate exits 0 (got $rc)" test "$rc" -eq 0
+check "validate.csv has 4 layouts" test "$(($(wc -l <out_c/validate.csv 2>/dev/null || echo 0) - 1))" -eq 4
+check "validate: memory exact on every rank of every layout" has c.out "on every rank for 4 of 4"
+check "validate prints MAPE, tau and regret" has c.out "Kendall tau"
+[ "$rc" -eq 0 ] || show c.err
+
+# (d) bad input: exit 2, a clear message, nothing written.
+bad() {  # bad TAG MESSAGE ARGS...
+  local tag=$1 msg=$2
+  shift 2
+  run "$tag" "$BIN" plan "$@" --out "out_$tag"
+  check "$tag: exits 2 (got $rc)" test "$rc" -eq 2
+  check "$tag: says '$msg'" has "$tag.err" "$msg"
+  check "$tag: writes nothing" test ! -e "out_$tag"
+}
+bad mem "the smallest" --workload gpt-tiny --ranks 4 --global-batch 16 --calibration cal.csv --mem-per-rank 1000
+bad workload "unknown workload 'gpt-huge'" --workload gpt-huge --ranks 4 --calibration cal.csv
+bad ranks "--ranks must be at least 1" --workload gpt-tiny --ranks 0 --calibration cal.csv
+bad link "give bus_gbps,latency_us" --workload gpt-tiny --ranks 4 --link fast
+printf 'op,m,n,k,seconds,rate\ngemm,1,1,1,1,1\n' >badhead.csv
+bad calhead "badhead.csv:1: not a calibration file" --workload gpt-tiny --ranks 4 --calibration badhead.csv
+printf 'op,m,n,k,seconds,rate,backend,dtype\ngemm,64,64,x,1,1,cpu,float32\n' >badrow.csv
+bad calrow "badrow.csv:2: 'x' is not a number" --workload gpt-tiny --ranks 4 --calibration badrow.csv
+bad calmissing "cannot be read" --workload gpt-tiny --ranks 4 --calibration missing.csv
+printf 'size,time_us\n8,1\n' >badbench.csv
+bad benchcsv "badbench.csv:1: not a bench.csv: no column 'op'" --workload gpt-tiny --ranks 4 --calibration cal.csv \
+  --bench-csv badbench.csv
+# Under mpirun, --validate with bad input runs nothing either.
+run e "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --calibration cal.csv --mem-per-rank 1000 \
+  --validate --out out_e
+check "validate with bad input exits 2 (got $rc)" test "$rc" -eq 2
+check "validate with bad input writes nothing" test ! -e out_e
+
+if [ "$failures" -ne 0 ]; then
+  echo "plan_cli_test: $failures check(s) failed"
+  exit 1
+fi
+echo "plan_cli_test: all checks passed"
