@@ -140,6 +140,15 @@ if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]] && ! skip step-bench; t
   note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
   grep -E '^(BM_|profile)' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
 fi
+# The planner's calibration of this GPU (issue 13): gemm and elementwise throughput at the
+# shapes of gpt2-124m's layouts on 64 ranks, for ptsuite plan --calibration.
+if [[ $(left 60) -gt 0 ]] && ! skip plan-calibrate; then
+  for b in cuda-tf32 cuda-bf16; do
+    timeout "$(left 45)" "${MPIRUN[@]}" -np 1 build-gpu/ptsuite plan --calibrate --backend "$b" --workload gpt2-124m \
+      --ranks 64 --global-batch 512 --out "$OUT/calibration-$b.csv" >"$OUT/plan-calibrate-$b.log" 2>&1
+    note "plan-calibrate-$b" "exit $? ($(wc -l <"$OUT/calibration-$b.csv" 2>/dev/null || echo no) lines)"
+  done
+fi
 if build-gpu/ptsuite bench --help >/dev/null 2>&1 && [[ $(left 60) -gt 0 ]] && ! skip bench-nccl; then
   timeout "$(left 60)" "${MPIRUN[@]}" -np 1 build-gpu/ptsuite bench --backend cuda --comm nccl --max-bytes 1G \
     --out "$OUT/bench-nccl" >"$OUT/bench-nccl.log" 2>&1

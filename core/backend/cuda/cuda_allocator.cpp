@@ -63,6 +63,16 @@ void CudaAllocator::release(void* p, size_t bytes) {
   live_ -= static_cast<int64_t>(bytes);
 }
 
+void CudaAllocator::trim() {
+  const cudaStream_t stream = pool_stream();
+  cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  int device = 0;
+  cuda_check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaMemPool_t pool = nullptr;
+  cuda_check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  cuda_check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+}
+
 int64_t CudaAllocator::live_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return live_;

@@ -24,6 +24,8 @@ class CudaAllocator final : public Allocator {
   int64_t live_bytes() const;
   int64_t peak_bytes() const;
   int64_t device_used_bytes() const override;
+  // Hands the pool's cached, unused memory back to the driver (after the stream's work).
+  void trim();
 
  private:
   mutable std::mutex mu_;

@@ -98,6 +98,7 @@ enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* p, int) { *p = reinterpret_cast<cudaMemPool_t>(&emu::used); return cudaSuccess; }
 inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
 inline cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
 inline cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) { emu::require(n == 0 || emu::device(p), "cudaMemsetAsync on host memory"); std::memset(p, v, n); return cudaSuccess; }
