@@ -134,11 +134,17 @@ run_quick quick-tf32-4ranks 4 suite/quick.toml --set backend=cuda-tf32 --filter 
 run_quick quick-bf16-4ranks 4 suite/quick.toml --set backend=cuda-bf16 --filter 'float32'
 
 # --- benchmarks ---------------------------------------------------------------------------
+# The per-op profile first (one iteration set, its own cap): where the step's time goes.
+if [[ -x build-gpu/ptsuite_bench && $(left 60) -gt 0 ]] && ! skip step-profile; then
+  timeout "$(left 60)" build-gpu/ptsuite_bench --benchmark_filter='CudaStepProfile' >"$OUT/step-profile.log" 2>&1
+  note step-profile "exit $? ($(grep -c '^profile' "$OUT/step-profile.log") lines; $OUT/step-profile.log)"
+  grep '^profile' "$OUT/step-profile.log" | sed 's/^/gpu-check:   /'
+fi
 if [[ -x build-gpu/ptsuite_bench && $(left 120) -gt 0 ]] && ! skip step-bench; then
-  timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda' --benchmark_min_time=0.5 \
+  timeout "$(left 120)" build-gpu/ptsuite_bench --benchmark_filter='Cuda(Gemm|Step/)' --benchmark_min_time=0.5 \
     --benchmark_out="$OUT/step-bench.json" --benchmark_out_format=json >"$OUT/step-bench.log" 2>&1
   note step-bench "exit $? ($(grep -c '^BM_' "$OUT/step-bench.log") rows; $OUT/step-bench.log)"
-  grep -E '^(BM_|profile)' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
+  grep '^BM_' "$OUT/step-bench.log" | sed 's/^/gpu-check:   /'
 fi
 # The planner's calibration of this GPU (issue 13): gemm and elementwise throughput at the
 # shapes of gpt2-124m's layouts on 64 ranks, for ptsuite plan --calibration.
