@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -31,17 +32,18 @@ namespace {
 using Key = std::tuple<PipeKind, int, int>;  // kind, micro, vstage
 constexpr double kNever = std::numeric_limits<double>::infinity();
 
-// The simulator's dependency rule, shared by the run and by zb-h1's construction.
+// The simulator's dependency rule, shared by the run and by the zero-bubble constructions.
 struct Deps {
+  Deps(const ScheduleTable& table, const PipeCosts& costs, const std::map<Key, double>& ends)
+      : t(table), c(costs), done(ends), owner(table.p * table.v, -1) {
+    for (int r = 0; r < t.p; ++r)
+      for (int ch = 0; ch < t.v; ++ch) owner[t.vstage(r, ch)] = r;
+  }
   const ScheduleTable& t;
   const PipeCosts& c;
   const std::map<Key, double>& done;
-  int rank_of(int g) const {
-    for (int r = 0; r < t.p; ++r)
-      for (int ch = 0; ch < t.v; ++ch)
-        if (t.vstage(r, ch) == g) return r;
-    return -1;
-  }
+  std::vector<int> owner;  // [virtual stage] -> rank
+  int rank_of(int g) const { return owner[g]; }
   double after(PipeKind k, int micro, int g, int from_rank, int here) const {
     auto it = done.find({k, micro, g});
     if (it == done.end()) return kNever;
@@ -102,6 +104,44 @@ std::vector<PipeAction> interleaved(int r, int p, int m, int v) {
   return out;
 }
 
+// The list scheduler both zero-bubble tables are built with, at unit costs (F = B = W = 1):
+// the rank deciding earliest (every action ending by then is decided already) runs what
+// `choose(r, now)` picks; with nothing to run it idles until something may have changed (the
+// next end already decided, or the earliest end another rank can still produce). `ran(r, a)`
+// books the action. The result is a fixed order like any other table.
+template <class Remaining, class Choose, class Ran>
+void build_at_unit_costs(ScheduleTable& t, Remaining remaining, Choose choose, Ran ran) {
+  const int p = t.p;
+  std::map<Key, double> done;
+  const PipeCosts unit{1, 1, 1, 0};
+  const Deps deps(t, unit, done);
+  std::vector<double> now(p, 0), ends;
+  t.ranks.assign(p, {});
+  for (;;) {
+    int r = -1;
+    for (int q = 0; q < p; ++q)
+      if (remaining(q) && (r < 0 || now[q] < now[r])) r = q;
+    if (r < 0) break;
+    const std::optional<PipeAction> a = choose(r, [&](const PipeAction& x) { return deps.ready(r, x) <= now[r]; });
+    if (!a) {
+      double later = kNever;
+      for (double e : ends)
+        if (e > now[r]) later = std::min(later, e);
+      for (int q = 0; q < p; ++q)
+        if (q != r && remaining(q)) later = std::min(later, now[q] + 1);
+      PTS_REQUIRE(later < kNever, t.schedule + ": the construction stalled on rank " + std::to_string(r));
+      now[r] = later;
+      continue;
+    }
+    const double end = now[r] + deps.cost(*a);
+    done[{a->kind, a->micro, t.vstage(r, a->chunk)}] = end;
+    ends.push_back(end);
+    now[r] = end;
+    t.ranks[r].push_back(*a);
+    ran(r, *a);
+  }
+}
+
 // zb-h1: each rank keeps 1f1b's order of F and B (B the input gradient alone, which frees a
 // microbatch's activations but the weight-gradient inputs) and runs the oldest pending W
 // whenever its next F or B cannot start yet, or when p W passes are pending (their inputs are
@@ -112,54 +152,23 @@ void zb_h1(ScheduleTable& t) {
   const int p = t.p, m = t.m;
   std::vector<std::vector<PipeAction>> order(p);
   for (int r = 0; r < p; ++r) order[r] = one_f_one_b(r, p, m);
-  std::map<Key, double> done;
-  const PipeCosts unit{1, 1, 1, 0};
-  Deps deps{t, unit, done};
   std::vector<size_t> next(p, 0);
   std::vector<int> w_next(p, 0), b_done(p, 0);
-  std::vector<double> now(p, 0);  // each rank's decision time: when it is next free
-  std::vector<double> ends;       // end times of every action decided so far
-  t.ranks.assign(p, {});
-  for (;;) {
-    // The rank deciding earliest: every action ending by its decision time is decided already.
-    int r = -1;
-    for (int q = 0; q < p; ++q)
-      if ((next[q] < order[q].size() || w_next[q] < m) && (r < 0 || now[q] < now[r])) r = q;
-    if (r < 0) break;
-    const bool has_w = w_next[r] < b_done[r];
-    PipeAction a{};
-    double start = -1;
-    if (next[r] < order[r].size() && !(has_w && b_done[r] - w_next[r] >= p)) {
-      const PipeAction& main = order[r][next[r]];  // 1f1b's order holds at most `cap` already
-      if (deps.ready(r, main) <= now[r]) a = main, start = now[r];
-    }
-    if (start < 0 && has_w) a = {PipeKind::W, w_next[r], 0}, start = now[r];
-    if (start < 0) {
-      // Idle until something may have changed: the next end already decided, or the earliest
-      // end another rank can still produce (its decision time plus one unit).
-      double later = kNever;
-      for (double e : ends)
-        if (e > now[r]) later = std::min(later, e);
-      for (int q = 0; q < p; ++q)
-        if (q != r && (next[q] < order[q].size() || w_next[q] < m)) later = std::min(later, now[q] + 1);
-      PTS_REQUIRE(later < kNever, "zb-h1: the construction stalled on rank " + std::to_string(r));
-      now[r] = later;
-      continue;
-    }
-    const double end = start + deps.cost(a);
-    done[{a.kind, a.micro, t.vstage(r, a.chunk)}] = end;
-    ends.push_back(end);
-    now[r] = end;
-    t.ranks[r].push_back(a);
-    if (a.kind == PipeKind::W) {
-      ++w_next[r];
-    } else {
-      ++next[r];
-      if (a.kind == PipeKind::B) ++b_done[r];
-    }
-  }
+  build_at_unit_costs(
+      t, [&](int q) { return next[q] < order[q].size() || w_next[q] < m; },
+      [&](int r, auto ready_now) -> std::optional<PipeAction> {
+        const bool has_w = w_next[r] < b_done[r];
+        if (next[r] < order[r].size() && !(has_w && b_done[r] - w_next[r] >= p) && ready_now(order[r][next[r]]))
+          return order[r][next[r]];
+        if (has_w) return PipeAction{PipeKind::W, w_next[r], 0};
+        return std::nullopt;
+      },
+      [&](int r, const PipeAction& a) {
+        if (a.kind == PipeKind::W) return void(++w_next[r]);
+        ++next[r];
+        if (a.kind == PipeKind::B) ++b_done[r];
+      });
 }
-
 
 // zbv: two chunks per rank in a V (chunk 0 is virtual stage r, chunk 1 is 2p-1-r), B and W
 // split. Built greedily at unit costs: a rank runs the oldest pending W once p are pending,
@@ -168,52 +177,32 @@ void zb_h1(ScheduleTable& t) {
 // stage), else the oldest pending W, else waits. With p - 1 pending W the bubble grows by one.
 void zbv(ScheduleTable& t) {
   const int p = t.p, m = t.m;
-  std::map<Key, double> done;
-  const PipeCosts unit{1, 1, 1, 0};
-  Deps deps{t, unit, done};
   std::vector<std::array<int, 2>> f_next(p, {0, 0}), b_next(p, {0, 0});
   std::vector<std::vector<PipeAction>> w_queue(p);
   std::vector<size_t> w_next(p, 0);
   std::vector<int> held(p, 0);
-  std::vector<double> now(p, 0), ends;
-  t.ranks.assign(p, {});
-  auto remaining = [&](int q) {
-    return f_next[q][0] < m || f_next[q][1] < m || b_next[q][0] < m || b_next[q][1] < m || w_next[q] < w_queue[q].size();
-  };
-  for (;;) {
-    int r = -1;
-    for (int q = 0; q < p; ++q)
-      if (remaining(q) && (r < 0 || now[q] < now[r])) r = q;
-    if (r < 0) break;
-    auto ready_now = [&](const PipeAction& a) { return deps.ready(r, a) <= now[r]; };
-    PipeAction a{};
-    bool chosen = false;
-    if (w_queue[r].size() - w_next[r] >= static_cast<size_t>(p)) a = w_queue[r][w_next[r]], chosen = true;
-    for (int c : {1, 0})  // the oldest ready backward, the V's second chunk first
-      if (!chosen && b_next[r][c] < m && ready_now({PipeKind::B, b_next[r][c], c})) a = {PipeKind::B, b_next[r][c], c}, chosen = true;
-    for (int c : {1, 0})
-      if (!chosen && held[r] < 2 * p && f_next[r][c] < m && ready_now({PipeKind::F, f_next[r][c], c}))
-        a = {PipeKind::F, f_next[r][c], c}, chosen = true;
-    if (!chosen && w_next[r] < w_queue[r].size()) a = w_queue[r][w_next[r]], chosen = true;
-    if (!chosen) {
-      double later = kNever;
-      for (double e : ends)
-        if (e > now[r]) later = std::min(later, e);
-      for (int q = 0; q < p; ++q)
-        if (q != r && remaining(q)) later = std::min(later, now[q] + 1);
-      PTS_REQUIRE(later < kNever, "zbv: the construction stalled on rank " + std::to_string(r));
-      now[r] = later;
-      continue;
-    }
-    const double end = now[r] + deps.cost(a);
-    done[{a.kind, a.micro, t.vstage(r, a.chunk)}] = end;
-    ends.push_back(end);
-    now[r] = end;
-    t.ranks[r].push_back(a);
-    if (a.kind == PipeKind::F) ++f_next[r][a.chunk], ++held[r];
-    if (a.kind == PipeKind::B) ++b_next[r][a.chunk], --held[r], w_queue[r].push_back({PipeKind::W, a.micro, a.chunk});
-    if (a.kind == PipeKind::W) ++w_next[r];
-  }
+  build_at_unit_costs(
+      t,
+      [&](int q) {
+        return f_next[q][0] < m || f_next[q][1] < m || b_next[q][0] < m || b_next[q][1] < m ||
+               w_next[q] < w_queue[q].size();
+      },
+      [&](int r, auto ready_now) -> std::optional<PipeAction> {
+        const size_t pending = w_queue[r].size() - w_next[r];
+        if (pending >= static_cast<size_t>(p)) return w_queue[r][w_next[r]];
+        for (int c : {1, 0})  // the oldest ready backward, the V's second chunk first
+          if (b_next[r][c] < m && ready_now({PipeKind::B, b_next[r][c], c})) return PipeAction{PipeKind::B, b_next[r][c], c};
+        for (int c : {1, 0})
+          if (held[r] < 2 * p && f_next[r][c] < m && ready_now({PipeKind::F, f_next[r][c], c}))
+            return PipeAction{PipeKind::F, f_next[r][c], c};
+        if (pending > 0) return w_queue[r][w_next[r]];
+        return std::nullopt;
+      },
+      [&](int r, const PipeAction& a) {
+        if (a.kind == PipeKind::F) ++f_next[r][a.chunk], ++held[r];
+        if (a.kind == PipeKind::B) ++b_next[r][a.chunk], --held[r], w_queue[r].push_back({PipeKind::W, a.micro, a.chunk});
+        if (a.kind == PipeKind::W) ++w_next[r];
+      });
 }
 
 }  // namespace
@@ -275,7 +264,7 @@ ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c) {
                                          std::to_string(seen.size()) + " distinct actions, not " + std::to_string(want));
   }
   std::map<Key, double> done;
-  Deps deps{t, c, done};
+  const Deps deps(t, c, done);
   ScheduleSim sim;
   sim.busy.assign(p, 0);
   sim.peak_in_flight.assign(p, 0);
