@@ -316,6 +316,49 @@ microbatches = 4
 dtype = ["float64", "float32"]
 
 [[case]]
+name = "gpt-deep-pp2-m4"
+workload = "gpt-deep"
+strategy = "hybrid"
+dp = 1
+tp = 1
+pp = 2
+microbatches = 4
+schedule = ["interleaved-1f1b", "zb-h1", "zbv"]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "gpt-deep-pp4-m8"
+workload = "gpt-deep"
+strategy = "hybrid"
+dp = 1
+tp = 1
+pp = 4
+microbatches = 8
+schedule = ["interleaved-1f1b", "zb-h1", "zbv"]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "gpt-hybrid-2x2x2-zb"
+strategy = "hybrid"
+dp = 2
+tp = 2
+pp = 2
+microbatches = 2
+zero_stage = [0, 3]
+overlap = true
+schedule = ["interleaved-1f1b", "zb-h1", "zbv"]
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-skip-w"
+strategy = "pp-zb-h1-skip-w"
+dp = 1
+tp = 1
+pp = 2
+microbatches = 4
+dtype = ["float64", "float32"]
+
+[[case]]
 name = "bug-all-forwards"
 strategy = "pp-1f1b-all-forwards"
 dp = 1
@@ -389,6 +432,51 @@ TEST(PlantedBugs, OneFOneBRunningAllForwardsFirstHoldsTooManyActivations) {
 TEST(PlantedBugs, OneFOneBDroppingTheLastMicrobatch) {
   expect("bug-drop-last-float64", "FAIL", "SKIP", "FAIL", "FAIL", "FAIL");
   expect("bug-drop-last-float32", "SKIP", "FAIL", "FAIL", "FAIL", "FAIL");
+}
+
+// The chunked and split schedules at pp 2 and 4 and inside a 2x2x2 hybrid (ZeRO 0 and 3,
+// overlapped): exact, as accurate as single-device float32, their point-to-point bytes and
+// their activation peaks (the table replayed) exactly as stated.
+TEST(Schedules, ChunkedAndSplitPassEveryCheck) {
+  for (const std::string s : {"interleaved-1f1b", "zb-h1", "zbv"}) {
+    for (const std::string c : {"gpt-deep-pp2-m4-", "gpt-deep-pp4-m8-"}) {
+      expect(c + "float64-" + s, "PASS", "SKIP", "PASS", "PASS", "PASS");
+      expect(c + "float32-" + s, "SKIP", "PASS", "PASS", "PASS", "PASS");
+    }
+    for (const std::string z : {"0", "3"}) {
+      expect("gpt-hybrid-2x2x2-zb-float64-" + s + "-zero_stage" + z, "PASS", "SKIP", "PASS", "PASS", "PASS");
+      expect("gpt-hybrid-2x2x2-zb-float32-" + s + "-zero_stage" + z, "SKIP", "PASS", "PASS", "PASS", "PASS");
+    }
+  }
+}
+
+// A weight-gradient pass the table never runs: nothing waits for it, the step completes, and
+// the last microbatch's weight gradients on the first stage are missing (exact, precision).
+TEST(PlantedBugs, ZeroBubbleSkippingAWeightPass) {
+  expect("bug-skip-w-float64", "FAIL", "SKIP", "PASS", "PASS", "FAIL");
+  expect("bug-skip-w-float32", "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+}
+
+// Tables that cannot run are refused before anything runs, naming the schedule key: a weight
+// pass listed twice, and an interleaved rank that swaps its chunks (its first forward waits for
+// a virtual stage that waits for it).
+TEST(PlantedBugs, SchedulesThatCannotRunAreRefused) {
+  StrategyRegistry reg = builtin_strategies();
+  add_broken_strategies(reg);
+  const WorkloadSpec& w = *find_workload("gpt-tiny");
+  CaseConfig c;
+  c.layout.pp = 2;
+  c.microbatches = 4;
+  for (const auto& [name, says] : {std::pair<std::string, std::string>{"pp-zb-h1-w-twice", "runs W0 chunk 0 2 times"},
+                                   {"pp-interleaved-swapped", "deadlocks: rank 0 waits forever at F0 chunk 1"}}) {
+    try {
+      reg.find(name)->validate(c, w);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const CaseError& e) {
+      EXPECT_EQ(e.key, "schedule") << name;
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

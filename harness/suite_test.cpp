@@ -285,6 +285,7 @@ data = "synthetic"
 timing_probe = true
 zero_stage = 2
 schedule = "gpipe"
+virtual_stages = 1
 microbatches = 2
 stage_layers = "2"
 slow_rank = 1
@@ -328,6 +329,7 @@ slow_factor = 2.5
   EXPECT_TRUE(c.timing_probe);
   EXPECT_EQ(c.zero_stage, 2);
   EXPECT_EQ(c.schedule, "gpipe");
+  EXPECT_EQ(c.virtual_stages, 1);
   EXPECT_EQ(c.microbatches, 2);
   EXPECT_EQ(c.stage_layers, std::vector<int>{2});
   EXPECT_EQ(c.slow_rank, 1);
@@ -335,7 +337,7 @@ slow_factor = 2.5
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 37u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 38u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of

@@ -1,75 +1,19 @@
-// The pipeline schedules and the stage split as pure functions: each schedule runs every
-// microbatch's forward before its backward, 1F1B holds at most min(p - s, m) microbatches
-// in flight and GPipe m, and stages cover the model's blocks contiguously.
+// The pipeline's pure functions: the stage split over virtual stages, each rank's chunks, the
+// case's table with its refusals, and the stated activation peak replaying a table (1F1B
+// holds min(p - s, m) microbatches, GPipe m, the split schedules their weight passes' too).
 #include "strategies/pipeline_parallel.hpp"
 
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 #include "strategies/registry.hpp"
 
 namespace pts {
 namespace {
 
-std::string render(const std::vector<PipeStep>& steps) {
-  std::string s;
-  for (const auto& st : steps) {
-    s += st.forward ? 'F' : 'B';
-    s += std::to_string(st.micro);
-    s += ' ';
-  }
-  return s;
-}
-
-int most_in_flight(const std::vector<PipeStep>& steps) {
-  int now = 0, most = 0;
-  for (const auto& st : steps) most = std::max(most, now += st.forward ? 1 : -1);
-  return most;
-}
-
-TEST(PipelineSchedule, OrdersAsPublished) {
-  EXPECT_EQ(render(find_schedule("gpipe")->steps(0, 2, 3)), "F0 F1 F2 B0 B1 B2 ");
-  // 4 stages, 6 microbatches: stage s warms up with 3 - s forwards.
-  EXPECT_EQ(render(find_schedule("1f1b")->steps(0, 4, 6)), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5 ");
-  EXPECT_EQ(render(find_schedule("1f1b")->steps(2, 4, 6)), "F0 F1 B0 F2 B1 F3 B2 F4 B3 F5 B4 B5 ");
-  EXPECT_EQ(render(find_schedule("1f1b")->steps(3, 4, 6)), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5 ");
-  // Fewer microbatches than stages: warm-up is cut at m.
-  EXPECT_EQ(render(find_schedule("1f1b")->steps(0, 4, 2)), "F0 F1 B0 B1 ");
-}
-
-TEST(PipelineSchedule, EveryMicrobatchOnceForwardBeforeBackwardAndInFlightAsStated) {
-  for (const char* sched : {"gpipe", "1f1b"})
-    for (int p : {1, 2, 3, 4, 8})
-      for (int m : {1, 2, 3, 4, 8, 16})
-        for (int s = 0; s < p; ++s) {
-          SCOPED_TRACE(std::string(sched) + " p" + std::to_string(p) + " m" + std::to_string(m) + " s" + std::to_string(s));
-          const auto steps = find_schedule(sched)->steps(s, p, m);
-          ASSERT_EQ(steps.size(), size_t(2 * m));
-          std::vector<int> forward_at(m, -1), backward_at(m, -1);
-          for (size_t i = 0; i < steps.size(); ++i) (steps[i].forward ? forward_at : backward_at)[steps[i].micro] = int(i);
-          for (int k = 0; k < m; ++k) {
-            ASSERT_GE(forward_at[k], 0);
-            ASSERT_GT(backward_at[k], forward_at[k]);
-            if (k > 0) {
-              ASSERT_GT(backward_at[k], backward_at[k - 1]);  // backwards in order: 0 first
-            }
-          }
-          EXPECT_EQ(most_in_flight(steps), find_schedule(sched)->in_flight(s, p, m));
-        }
-  EXPECT_EQ(find_schedule("1f1b")->in_flight(0, 4, 16), 4);
-  EXPECT_EQ(find_schedule("gpipe")->in_flight(0, 4, 16), 16);
-}
-
-TEST(PipelineSchedule, BubbleTheory) {
-  EXPECT_DOUBLE_EQ(OneFOneB().bubble(1, 4), 0.0);
-  EXPECT_DOUBLE_EQ(OneFOneB().bubble(2, 8), 1.0 / 9.0);
-  EXPECT_DOUBLE_EQ(OneFOneB().bubble(4, 4), 3.0 / 7.0);
-}
+using Ranges = std::vector<std::pair<int, int>>;
 
 TEST(StageBlocks, EmbeddingFirstHeadLastLayersBalancedOrAsGiven) {
   const WorkloadSpec& gpt = *find_workload("gpt-tiny");  // blocks: embedding, 4 layers, head
-  using Ranges = std::vector<std::pair<int, int>>;
   EXPECT_EQ(stage_blocks(gpt, 1, {}), (Ranges{{0, 6}}));
   EXPECT_EQ(stage_blocks(gpt, 2, {}), (Ranges{{0, 3}, {3, 6}}));
   EXPECT_EQ(stage_blocks(gpt, 4, {}), (Ranges{{0, 2}, {2, 3}, {3, 4}, {4, 6}}));
@@ -79,6 +23,76 @@ TEST(StageBlocks, EmbeddingFirstHeadLastLayersBalancedOrAsGiven) {
   EXPECT_EQ(stage_blocks(mlp, 2, {}), (Ranges{{0, 1}, {1, 3}}));
   EXPECT_THROW(stage_blocks(mlp, 4, {}), CaseError);
   EXPECT_THROW(stage_blocks(gpt, 3, {2, 0, 2}), CaseError);  // a middle stage with nothing
+}
+
+TEST(RankChunks, LoopingAndVShapedPlacement) {
+  const WorkloadSpec& gpt = *find_workload("gpt-tiny");  // 4 virtual stages of one layer at pp 2, v 2
+  const ScheduleTable inter = make_schedule_table("interleaved-1f1b", 2, 2, 2);
+  EXPECT_EQ(rank_chunks(gpt, inter, 0, {}), (Ranges{{0, 2}, {3, 4}}));  // virtual stages 0 and 2
+  EXPECT_EQ(rank_chunks(gpt, inter, 1, {}), (Ranges{{2, 3}, {4, 6}}));  // 1 and 3
+  const ScheduleTable v = make_schedule_table("zbv", 2, 2, 2);
+  EXPECT_EQ(rank_chunks(gpt, v, 0, {}), (Ranges{{0, 2}, {4, 6}}));  // virtual stages 0 and 3
+  EXPECT_EQ(rank_chunks(gpt, v, 1, {}), (Ranges{{2, 3}, {3, 4}}));  // 1 and 2: the V turns here
+  // Eight virtual stages do not fit four layers; three do not divide them.
+  try {
+    rank_chunks(gpt, make_schedule_table("interleaved-1f1b", 4, 4, 2), 0, {});
+    ADD_FAILURE() << "pp 4 x virtual_stages 2 on 4 layers was accepted";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(e.key, "virtual_stages");
+  }
+  EXPECT_THROW(rank_chunks(gpt, make_schedule_table("interleaved-1f1b", 1, 3, 3), 0, {}), CaseError);
+  // stage_layers then lists every virtual stage.
+  EXPECT_EQ(rank_chunks(gpt, inter, 0, {2, 0 + 1, 1, 0}).size(), 2u);
+}
+
+CaseConfig pipeline_case(const std::string& schedule, int pp, int m, int v = 0) {
+  CaseConfig c;
+  c.layout.pp = pp;
+  c.schedule = schedule;
+  c.microbatches = m;
+  c.virtual_stages = v;
+  return c;
+}
+
+TEST(CaseTable, DefaultsAndRefusals) {
+  EXPECT_EQ(case_table(pipeline_case("interleaved-1f1b", 2, 4), *find_schedule("interleaved-1f1b"))->v, 2);
+  EXPECT_EQ(case_table(pipeline_case("zbv", 2, 4), *find_schedule("zbv"))->v, 2);
+  EXPECT_EQ(case_table(pipeline_case("1f1b", 2, 4), *find_schedule("1f1b"))->v, 1);
+  try {
+    case_table(pipeline_case("interleaved-1f1b", 2, 3), *find_schedule("interleaved-1f1b"));
+    ADD_FAILURE() << "m = 3 on pp 2 was accepted";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(e.key, "microbatches");
+  }
+  try {
+    case_table(pipeline_case("1f1b", 2, 4, 2), *find_schedule("1f1b"));
+    ADD_FAILURE() << "1f1b with two chunks was accepted";
+  } catch (const CaseError& e) {
+    EXPECT_EQ(e.key, "virtual_stages");
+  }
+}
+
+TEST(ActivationPeak, ReplaysTheTable) {
+  const std::vector<ChunkBytes> one{{100, 0}};
+  for (int p : {1, 2, 4})
+    for (int m : {1, 2, 4, 8})
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(activation_peak(make_schedule_table("1f1b", p, m), s, one), std::min(p - s, m) * 100);
+        EXPECT_EQ(activation_peak(make_schedule_table("gpipe", p, m), s, one), m * 100);
+      }
+  // zb-h1 at p 2, m 4 on rank 0: F0 F1 B0 (F2 ...: one B held for its W at most p at a time).
+  const ScheduleTable zb = make_schedule_table("zb-h1", 2, 4);
+  const std::vector<ChunkBytes> split{{100, 10}};
+  int64_t now = 0, peak = 0;
+  for (const PipeAction& a : zb.ranks[0]) {
+    now += a.kind == PipeKind::F ? 100 : a.kind == PipeKind::B ? 10 : -110;
+    peak = std::max(peak, now);
+  }
+  EXPECT_EQ(activation_peak(zb, 0, split), peak);
+  EXPECT_GE(peak, 2 * 100);  // at least 1f1b's two microbatches
+  // Chunks count separately: interleaved rank 0 holds both chunks' microbatches.
+  const ScheduleTable inter = make_schedule_table("interleaved-1f1b", 2, 2, 2);
+  EXPECT_EQ(activation_peak(inter, 0, {{100, 0}, {1, 0}}), 2 * 100 + 2 * 1);
 }
 
 }  // namespace

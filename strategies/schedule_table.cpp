@@ -144,21 +144,24 @@ void build_at_unit_costs(ScheduleTable& t, Remaining remaining, Choose choose, R
 
 // zb-h1: each rank keeps 1f1b's order of F and B (B the input gradient alone, which frees a
 // microbatch's activations but the weight-gradient inputs) and runs the oldest pending W
-// whenever its next F or B cannot start yet, or when p W passes are pending (their inputs are
-// what the deferral costs in memory; with p - 1 the bubble grows by one W); the remaining W
-// passes close the step. Built by running the
-// rule once at unit costs (F = B = W), so the table is a fixed order like any other.
+// whenever its next F or B cannot start yet, or when its next F would hold more than p
+// microbatches not through their W (1f1b's peak, rank 0's: Qi et al.'s p M_B); the remaining
+// W passes close the step. At F = B = W rank r so defers r + 1 W passes and idles p - 1
+// units, a third of 1f1b's. Built by running the rule once at unit costs, so the table is a
+// fixed order like any other.
 void zb_h1(ScheduleTable& t) {
   const int p = t.p, m = t.m;
   std::vector<std::vector<PipeAction>> order(p);
   for (int r = 0; r < p; ++r) order[r] = one_f_one_b(r, p, m);
   std::vector<size_t> next(p, 0);
-  std::vector<int> w_next(p, 0), b_done(p, 0);
+  std::vector<int> w_next(p, 0), b_done(p, 0), f_done(p, 0);
   build_at_unit_costs(
       t, [&](int q) { return next[q] < order[q].size() || w_next[q] < m; },
       [&](int r, auto ready_now) -> std::optional<PipeAction> {
         const bool has_w = w_next[r] < b_done[r];
-        if (next[r] < order[r].size() && !(has_w && b_done[r] - w_next[r] >= p) && ready_now(order[r][next[r]]))
+        const bool full = f_done[r] - w_next[r] >= p;  // p microbatches not through their W: 1f1b's peak
+        if (next[r] < order[r].size() && !(full && order[r][next[r]].kind == PipeKind::F) &&
+            ready_now(order[r][next[r]]))
           return order[r][next[r]];
         if (has_w) return PipeAction{PipeKind::W, w_next[r], 0};
         return std::nullopt;
@@ -167,6 +170,7 @@ void zb_h1(ScheduleTable& t) {
         if (a.kind == PipeKind::W) return void(++w_next[r]);
         ++next[r];
         if (a.kind == PipeKind::B) ++b_done[r];
+        if (a.kind == PipeKind::F) ++f_done[r];
       });
 }
 
@@ -251,17 +255,30 @@ ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int
   return t;
 }
 
-ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c) {
+ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete) {
   const int p = t.p;
-  // Every (kind, micro, chunk) once on every rank.
+  PTS_REQUIRE(static_cast<int>(t.ranks.size()) == p, t.schedule + ": a table needs one action list per rank");
+  // Every (kind, micro, chunk) at most once on every rank; with `complete`, exactly once.
   for (int r = 0; r < p; ++r) {
     std::map<Key, int> seen;
-    for (const PipeAction& a : t.ranks[r]) ++seen[{a.kind, a.micro, a.chunk}];
+    for (const PipeAction& a : t.ranks[r]) {
+      if (a.micro < 0 || a.micro >= t.m || a.chunk < 0 || a.chunk >= t.v)
+        throw Error(t.schedule + ": rank " + std::to_string(r) + " lists " + to_string(a.kind) + std::to_string(a.micro) +
+                    " chunk " + std::to_string(a.chunk) + ", outside m = " + std::to_string(t.m) +
+                    " microbatches and v = " + std::to_string(t.v) + " chunks");
+      if (a.kind == PipeKind::W && !t.split_w)
+        throw Error(t.schedule + ": rank " + std::to_string(r) + " lists a W but the table does not split backward");
+      ++seen[{a.kind, a.micro, a.chunk}];
+    }
     const size_t want = static_cast<size_t>(t.m) * t.v * (t.split_w ? 3 : 2);
     for (const auto& [k, n] : seen)
-      PTS_REQUIRE(n == 1, t.schedule + ": rank " + std::to_string(r) + " runs an action " + std::to_string(n) + " times");
-    PTS_REQUIRE(seen.size() == want, t.schedule + ": rank " + std::to_string(r) + " runs " +
-                                         std::to_string(seen.size()) + " distinct actions, not " + std::to_string(want));
+      if (n != 1)
+        throw Error(t.schedule + ": rank " + std::to_string(r) + " runs " + to_string(std::get<0>(k)) +
+                    std::to_string(std::get<1>(k)) + " chunk " + std::to_string(std::get<2>(k)) + " " + std::to_string(n) +
+                    " times");
+    if (complete && seen.size() != want)
+      throw Error(t.schedule + ": rank " + std::to_string(r) + " runs " + std::to_string(seen.size()) +
+                  " distinct actions, not " + std::to_string(want));
   }
   std::map<Key, double> done;
   const Deps deps(t, c, done);

@@ -21,8 +21,8 @@
 //                     split, greedy at unit costs within 1f1b's peak (2p chunk activations)
 //                     and p pending W: bubble p-1 actions against 6m busy at F = B = W, a
 //                     sixth of 1f1b's                               (Qi et al., ZB-V)
-// These tables are not yet run by the pipeline executor (pipeline_parallel.cpp runs gpipe and
-// 1f1b through PipeSchedule); `ptsuite schedule` exports them as CSV.
+// The pipeline executor (pipeline_parallel.cpp) runs these tables; `ptsuite schedule` exports
+// them as CSV.
 #pragma once
 #include <string>
 #include <vector>
@@ -81,8 +81,11 @@ struct ScheduleSim {
 
 // Runs every rank's list in order, each action as soon as its inputs are there (the previous
 // virtual stage's F, the next one's B, this stage's own F before B and B before W). Throws
-// Error when the lists deadlock or an action is missing or repeated.
-ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c);
+// Error when the lists deadlock or an action is repeated, and with `complete` when one is
+// missing. Without it, only what stops a pipeline is refused (a repeat, a wait that never
+// ends): an action left out everywhere it would be waited for only changes the gradients,
+// which is the exact check's to see.
+ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete = true);
 
 // "rank,step,kind,micro,chunk,vstage,start,end" per action: a table a user compares with
 // their framework's.

@@ -2,36 +2,40 @@
 
 #include <algorithm>
 
+#include "core/error.hpp"
+
 namespace pts {
 
-double PipeSchedule::bubble(int stages, int micro) const { return double(stages - 1) / double(micro + stages - 1); }
-
-std::vector<PipeStep> GPipe::steps(int, int, int micro) const {
-  std::vector<PipeStep> out;
-  for (int k = 0; k < micro; ++k) out.push_back({true, k});
-  for (int k = 0; k < micro; ++k) out.push_back({false, k});
-  return out;
-}
-
-std::vector<PipeStep> OneFOneB::steps(int stage, int stages, int micro) const {
-  std::vector<PipeStep> out;
-  const int warmup = std::min(stages - stage - 1, micro);
-  int f = 0, b = 0;
-  for (; f < warmup; ++f) out.push_back({true, f});
-  while (f < micro) {
-    out.push_back({true, f++});
-    out.push_back({false, b++});
+int64_t activation_peak(const ScheduleTable& t, int rank, const std::vector<ChunkBytes>& chunk) {
+  PTS_REQUIRE(static_cast<int>(chunk.size()) == t.v, "one ChunkBytes per chunk");
+  int64_t now = 0, peak = 0;
+  for (const PipeAction& a : t.ranks.at(rank)) {
+    const ChunkBytes& c = chunk[a.chunk];
+    switch (a.kind) {
+      case PipeKind::F: now += c.activation; break;
+      case PipeKind::B: now += t.split_w ? c.deferred : -c.activation; break;
+      case PipeKind::W: now -= c.activation + c.deferred; break;
+    }
+    peak = std::max(peak, now);
   }
-  while (b < micro) out.push_back({false, b++});
-  return out;
+  return peak;
 }
 
-int OneFOneB::in_flight(int stage, int stages, int micro) const { return std::min(stages - stage, micro); }
+int64_t PipeSchedule::stated_activation(const ScheduleTable& t, int rank, const std::vector<ChunkBytes>& chunk) const {
+  return activation_peak(t, rank, chunk);
+}
+
+double PipeSchedule::stated_bubble(const ScheduleTable& t, int rank, const PipeCosts& costs) const {
+  const ScheduleSim sim = simulate(t, costs, false);
+  return sim.makespan > 0 ? sim.bubble[rank] / sim.makespan : 0.0;
+}
 
 namespace {
 const std::vector<std::shared_ptr<const PipeSchedule>>& shipped() {
-  static const std::vector<std::shared_ptr<const PipeSchedule>> all = {std::make_shared<OneFOneB>(),
-                                                                       std::make_shared<GPipe>()};
+  static const std::vector<std::shared_ptr<const PipeSchedule>> all = {
+      std::make_shared<NamedSchedule>("1f1b"), std::make_shared<NamedSchedule>("gpipe"),
+      std::make_shared<NamedSchedule>("interleaved-1f1b", 2), std::make_shared<NamedSchedule>("zb-h1"),
+      std::make_shared<NamedSchedule>("zbv", 2)};
   return all;
 }
 }  // namespace

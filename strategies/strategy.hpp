@@ -66,7 +66,8 @@ struct CaseConfig {
     bool enabled() const { return f_ms > 0 || b_ms > 0 || w_ms > 0; }
   } emulate_compute;
   int zero_stage = -1;                // hybrid: ZeRO stage on dp (-1: the preset's, else 0)
-  std::string schedule = "1f1b";      // pipeline schedule: 1f1b | gpipe
+  std::string schedule = "1f1b";      // pipeline schedule (schedules.hpp)
+  int virtual_stages = 0;             // chunks per rank; 0: the schedule's (interleaved-1f1b, zbv: 2)
   int microbatches = 0;               // per replica per step; 0: pp
   std::vector<int> stage_layers;      // layers per pipeline stage; empty: balanced
   std::string stage_layers_text;      // as written in the suite ("2,1,1")

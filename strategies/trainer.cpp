@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "strategies/registry.hpp"
@@ -13,7 +14,9 @@ namespace pts {
 // the sleep's duration): a setting to refuse, not to run.
 constexpr double kMaxSlowFactor = 10000;
 
-void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
+void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) { validate_parallel_with(c, w, nullptr); }
+
+void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const PipeSchedule* schedule) {
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
   if (c.microbatches < 0) throw CaseError("microbatches", "microbatches must be at least 1 (0: one per stage)");
@@ -21,10 +24,14 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
   if (c.bucket_bytes < 1) throw CaseError("bucket_bytes", "bucket_bytes must be at least 1");
   if (!find_schedule(c.schedule))
     throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: " + schedule_names());
+  if (c.virtual_stages < 0) throw CaseError("virtual_stages", "virtual_stages must be at least 1 (0: the schedule's)");
   if (c.zero_stage < -1 || c.zero_stage > 3) throw CaseError("zero_stage", "zero_stage must be 0, 1, 2 or 3");
   if (l.tp > 1)
     if (std::string problem = w.model_kind().tp_problem(w, l.tp); !problem.empty()) throw CaseError("tp", problem);
-  if (l.pp > 1 || !c.stage_layers.empty()) stage_blocks(w, l.pp, c.stage_layers);
+  if (l.pp > 1 || !c.stage_layers.empty() || c.virtual_stages > 1) {
+    if (c.stage_layers.empty()) stage_blocks(w, l.pp, {});  // the stages fit before a table is built for them
+    rank_chunks(w, *case_table(c, schedule ? *schedule : *find_schedule(c.schedule)), 0, c.stage_layers);
+  }
   if (c.slow_rank < -1 || c.slow_rank >= l.num_ranks())
     throw CaseError("slow_rank", "slow_rank " + std::to_string(c.slow_rank) + " is not a rank of the case's " +
                                      std::to_string(l.num_ranks()) + " (-1: none)");
@@ -33,13 +40,16 @@ void validate_parallel(const CaseConfig& c, const WorkloadSpec& w) {
 }
 
 namespace {
-ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, Mesh& mesh, const TensorParallel& tp) {
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
+                     const TensorParallel& tp) {
   ModelShard s;
   s.tp = &tp;
-  auto stages = stage_blocks(w, mesh.layout().pp, c.stage_layers);
-  s.first_block = stages[mesh.coord().pp].first;
-  s.end_block = stages[mesh.coord().pp].second;
+  s.chunks = rank_chunks(w, t, stage, c.stage_layers);
   return s;
+}
+
+std::shared_ptr<const PipeSchedule> schedule_of(const CaseConfig& c, const TrainerPreset& p) {
+  return p.schedule ? p.schedule : find_schedule(c.schedule);
 }
 
 template <class T>
@@ -54,11 +64,11 @@ template <class T>
 Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
     : ctx_(ctx), sync_(make_sync<T>(ctx, preset)),
       tp_(preset.tensor_parallel ? preset.tensor_parallel(&ctx.mesh.tp()) : std::make_unique<TensorParallel>(&ctx.mesh.tp())),
+      table_(case_table(ctx.config, *schedule_of(ctx.config, preset))),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
                ctx.config.global_batch / ctx.mesh.layout().dp, sync_->storage(),
-               shard_for(ctx.config, ctx.workload, ctx.mesh, *tp_)),
-      pipeline_(ctx, replica_, preset.schedule ? preset.schedule : find_schedule(ctx.config.schedule),
-                microbatches_of(ctx.config)) {
+               shard_for(ctx.config, ctx.workload, *table_, ctx.mesh.coord().pp, *tp_)),
+      pipeline_(ctx, replica_, schedule_of(ctx.config, preset), table_) {
   sync_->attach(replica_.model());
 }
 
@@ -169,8 +179,11 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset) {
       field_option("microbatches", T::integer, "count",
                    "microbatches per replica per step (gradient accumulation / pipeline); 0: one per stage",
                    &CaseConfig::microbatches),
-      field_option("stage_layers", T::string, "-", "layers per pipeline stage, comma-separated (empty: balanced)",
-                   &CaseConfig::stage_layers_text),
+      field_option("stage_layers", T::string, "-",
+                   "layers per pipeline (virtual) stage, comma-separated (empty: balanced)", &CaseConfig::stage_layers_text),
+      field_option("virtual_stages", T::integer, "count",
+                   "model chunks per pipeline rank (interleaved-1f1b; zbv runs 2); 0: the schedule's",
+                   &CaseConfig::virtual_stages),
       field_option("slow_rank", T::integer, "index",
                    "emulated straggler: this rank computes slow_factor times as long each step (-1: none)",
                    &CaseConfig::slow_rank),
@@ -200,9 +213,8 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   const TensorParallel tp(coord.tp, l.tp);
   ModelShard shard;
   shard.tp = &tp;
-  const auto stages = stage_blocks(w, l.pp, c.stage_layers);
-  shard.first_block = stages[coord.pp].first;
-  shard.end_block = stages[coord.pp].second;
+  const std::shared_ptr<const ScheduleTable> table = case_table(c, schedule);
+  shard.chunks = rank_chunks(w, *table, coord.pp, c.stage_layers);
   ModelStorage storage = a.storage(l.dp);
   storage.own_params = storage.own_grads = false;  // shapes only
   static thread_local std::unique_ptr<Backend<T>> backend = make_cpu_backend<T>();  // never runs an op here
@@ -212,17 +224,17 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   const int64_t batch_rows = c.global_batch / l.dp, rows = batch_rows / m;
   const int64_t elem = sizeof(T);
   const DpStatement dp = a.statement(DpShape{c, model->layout(), l.dp, elem}, step);
-  return trainer_statement(stage_shape(*model, coord.pp, l.pp, m, rows, l.tp), schedule, dp,
+  return trainer_statement(stage_shape(*model, table, coord.pp, m, rows, l.tp), schedule, dp,
                            Replica<T>::replica_workspace(w, batch_rows, model->workspace_bytes(rows), elem));
 }
 }  // namespace
 
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
-  auto validate = [name, axes](const CaseConfig& c, const WorkloadSpec& w) {
+  auto validate = [name, axes, preset](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
     require_layout(c, axes.find("dp") != std::string::npos ? l.dp : 1, axes.find("tp") != std::string::npos ? l.tp : 1,
                    axes.find("pp") != std::string::npos ? l.pp : 1, name);
-    validate_parallel(c, w);
+    validate_parallel_with(c, w, preset.schedule.get());
   };
   StrategyInfo info = strategy_entry<Trainer>(std::move(name), std::move(description), validate, preset);
   info.zero_stage = preset.dp ? preset.dp->zero_stage : -1;

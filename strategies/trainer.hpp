@@ -2,7 +2,7 @@
 // of tensor-parallel model shards (workloads/tensor_parallel.hpp), kept in step over dp by a
 // dp-synchronisation algorithm (dp/dp_sync.hpp). The three axes are independent pieces:
 //   dp  a DpSync: ddp (dp/ddp.hpp), zero1 / zero2 (dp/zero.hpp), fsdp (dp/fsdp.hpp), or yours;
-//   pp  a PipeSchedule: gpipe, 1f1b (schedules.hpp), or yours;
+//   pp  a PipeSchedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv (schedules.hpp), or yours;
 //   tp  a TensorParallel object (workloads/tensor_parallel.hpp) the model's layers split and
 //       communicate through: TpLinear column/row layers in both the MLP and the GPT, the
 //       vocabulary split of the GPT's embedding and loss.
@@ -61,6 +61,7 @@ class Trainer final : public Strategy<T> {
   StrategyContext<T> ctx_;
   std::unique_ptr<DpSync<T>> sync_;
   std::unique_ptr<TensorParallel> tp_;
+  std::shared_ptr<const ScheduleTable> table_;
   Replica<T> replica_;
   Pipeline<T> pipeline_;
 };
@@ -68,6 +69,8 @@ class Trainer final : public Strategy<T> {
 // Layout checks of every preset: the mesh fits the case, the batch splits into dp replicas
 // of m microbatches, tp divides the model's heads or width, pp fits its layers.
 void validate_parallel(const CaseConfig& c, const WorkloadSpec& w);
+// The same with the preset's schedule (null: the case's `schedule`).
+void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const PipeSchedule* schedule);
 
 // The options of a trainer preset: bucket_bytes, overlap, prefetch, reshard_after_forward,
 // microbatches, stage_layers, and zero_stage / schedule where the preset does not fix them.

@@ -98,8 +98,16 @@ class Derivation {
     add(gpt + "2x2x2-link", join(tiny, Settings{{"link", {LinkModel{5, 20}}}}, cube, overlap));
     add("wd-" + name_ + "-sgd", join({uneven_, decay_, dtypes_}, cube, declared("zero_stage", {0, 1, 2, 3})));
     add("wd-" + name_ + "-adamw", join({uneven_}, adamw_, Settings{decay_, dtypes_}, cube, zero_03, overlap));
-    add("wd-" + name_ + "-2x2x2",
-        join({{"workload", {"mlp-deep"}}, decay_, {"microbatches", microbatch_values(2)}, dtypes_}, cube, schedules));
+    // One microbatch suits the one-chunk, unsplit schedules only.
+    add("wd-" + name_ + "-2x2x2", join({{"workload", {"mlp-deep"}}, decay_, {"microbatches", microbatch_values(2)}, dtypes_},
+                                       cube, declared("schedule", {std::string("gpipe"), std::string("1f1b")})));
+    // The chunked and split schedules alone at pp 2 and 4, m in {pp, 2pp}, on eight layers
+    // (p v virtual stages of at least one layer each).
+    const Settings beyond = declared("schedule", {std::string("interleaved-1f1b"), std::string("zb-h1"), std::string("zbv")});
+    if (!beyond.empty())
+      for (int pp : {2, 4})
+        add("schedules-" + name_ + "-pp" + std::to_string(pp),
+            join({{"workload", {"gpt-deep"}}, {"microbatches", {pp, 2 * pp}}, dtypes_}, mesh(1, 1, pp), beyond));
     add("uneven-" + name_ + "-1x3x2",
         join({{"workload", {"mlp-deep"}}, {"microbatches", {4}}, dtypes_}, mesh(1, 3, 2), zero_03));
   }

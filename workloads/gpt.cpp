@@ -183,31 +183,18 @@ class Transformer final : public GptBlock<T> {
   }
 
   void backward(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate) override {
-    const int64_t R = mb.rows, N = R * this->S_, C = this->C_;
-    Saved& s = saved_.at(slot);
-    auto& be = this->be_;
-    this->start_grads(accumulate);
-    Tensor<T> da = this->work({N, Fl_}), dln = this->work({N, C});
-    // MLP half: dout is d y; afterwards it holds d x1.
-    // Gradients start from zero (start_grads), so the layers accumulate.
-    fc2_.backward(s.a.data(), this->p(fc2_w), dout, this->g(fc2_w), this->g(fc2_b), da.data(), N, true);
-    be.gelu_backward(s.h.data(), da.data(), da.data(), N * Fl_);
-    fc_.backward(s.ln2.data(), this->p(fc_w), da.data(), this->g(fc_w), this->g(fc_b), dln.data(), N, true);
-    be.layernorm_backward(s.x1.data(), this->p(ln2_g), s.mean2.data(), s.rstd2.data(), dln.data(), dout,
-                          this->g(ln2_g), this->g(ln2_b), N, C);
-    s.h = s.a = s.ln2 = s.mean2 = s.rstd2 = Tensor<T>();
-    da = Tensor<T>();
-    // Attention half.
-    Tensor<T> dao = this->work({N, Cl_}), dqkv = this->work({N, 3 * Cl_});
-    proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
-    be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
-    qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
-    if (din) {
-      be.copy(din, dout, N * C);
-      be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
-                            this->g(ln1_b), N, C);
-    }
-    s = Saved{};
+    backward_split(slot, mb, x, dout, din, accumulate, nullptr);
+  }
+  // Split: the four linears' weight gradients go to `later` with their inputs (held in the
+  // saved state) and output gradients (fc2's and proj's copied, fc's and qkv's kept); the
+  // layernorms' gradients stay in the input pass.
+  void backward_input(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                      DeferredGrads& later) override {
+    backward_split(slot, mb, x, dout, din, accumulate, &later);
+  }
+  int64_t deferred_bytes(int64_t rows) const override {
+    const int64_t N = rows * this->S_;
+    return this->bytes(N * (2 * this->C_ + Fl_ + 3 * Cl_));
   }
 
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
@@ -228,6 +215,50 @@ class Transformer final : public GptBlock<T> {
   struct Saved {
     Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2, h, a;
   };
+  // The backward, whole (later null) or split. Gradients start from zero (start_grads), so
+  // the layers accumulate.
+  void backward_split(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                      DeferredGrads* later) {
+    const int64_t R = mb.rows, N = R * this->S_, C = this->C_;
+    Saved& s = saved_.at(slot);
+    auto& be = this->be_;
+    this->start_grads(accumulate);
+    // A linear's backward now, or its input gradient now and its weight gradient later
+    // (dy_keep: a tensor holding dy until then; empty: copy dy, which is scratch).
+    auto linear = [&](const TpLinear<T>& l, int w, int b, const T* in, const T* dy, T* dx, Tensor<T> dy_keep) {
+      if (!later) return l.backward(in, this->p(w), dy, this->g(w), this->g(b), dx, N, true);
+      if (dy_keep.empty()) {
+        dy_keep = this->act({N, l.out()});
+        be.copy(dy_keep.data(), dy, N * l.out());
+      }
+      const T* kept = dy_keep.data();
+      later->add([this, &l, w, b, in, kept, N] { l.weight_grad(in, kept, this->g(w), this->g(b), N, true); });
+      later->hold(std::move(dy_keep));
+      l.input_grad(this->p(w), dy, dx, N);
+    };
+    auto scratch = [&](Shape sh) { return later ? this->act(std::move(sh)) : this->work(std::move(sh)); };
+    Tensor<T> da = scratch({N, Fl_}), dln = this->work({N, C});
+    // MLP half: dout is d y; afterwards it holds d x1.
+    linear(fc2_, fc2_w, fc2_b, s.a.data(), dout, da.data(), {});
+    be.gelu_backward(s.h.data(), da.data(), da.data(), N * Fl_);
+    linear(fc_, fc_w, fc_b, s.ln2.data(), da.data(), dln.data(), da);
+    be.layernorm_backward(s.x1.data(), this->p(ln2_g), s.mean2.data(), s.rstd2.data(), dln.data(), dout,
+                          this->g(ln2_g), this->g(ln2_b), N, C);
+    if (!later) s.h = s.a = s.ln2 = s.mean2 = s.rstd2 = Tensor<T>();
+    da = Tensor<T>();
+    // Attention half.
+    Tensor<T> dao = this->work({N, Cl_}), dqkv = scratch({N, 3 * Cl_});
+    linear(proj_, proj_w, proj_b, s.ao.data(), dout, dao.data(), {});
+    be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
+    linear(qkv_, qkv_w, qkv_b, s.ln1.data(), dqkv.data(), dln.data(), dqkv);
+    if (din) {
+      be.copy(din, dout, N * C);
+      be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
+                            this->g(ln1_b), N, C);
+    }
+    if (later) later->hold(std::move(s));
+    s = Saved{};
+  }
   int64_t H_, D_, Cl_, Fl_;  // local heads, head dim, local width C/tp, local MLP width F/tp
   TpLinear<T> qkv_, proj_, fc_, fc2_;
   std::vector<Saved> saved_;
@@ -286,13 +317,27 @@ class Head final : public GptBlock<T> {
   }
 
   void backward(int slot, const Micro<T>& mb, const T* x, T*, T* din, bool accumulate) override {
+    backward_split(slot, mb, x, din, accumulate, nullptr);
+  }
+  // Split: the head's weight gradient (dlogits^T y, both saved) goes to `later`.
+  void backward_input(int slot, const Micro<T>& mb, const T* x, T*, T* din, bool accumulate,
+                      DeferredGrads& later) override {
+    backward_split(slot, mb, x, din, accumulate, &later);
+  }
+
+ private:
+  void backward_split(int slot, const Micro<T>& mb, const T* x, T* din, bool accumulate, DeferredGrads* later) {
     const int64_t N = mb.rows * this->S_, C = this->C_, Vl = vocab_.count;
     Saved& s = saved_.at(slot);
     auto& be = this->be_;
     this->start_grads(accumulate);
     Tensor<T> dy = this->work({N, C});
     if (Vl > 0) {
-      be.gemm(Trans::yes, Trans::no, Vl, C, N, T(1), s.dlogits.data(), Vl, s.y.data(), C, T(1), this->g(2), C);
+      auto weight = [this, N, C, Vl, dl = s.dlogits.data(), y = s.y.data()] {
+        this->be_.gemm(Trans::yes, Trans::no, Vl, C, N, T(1), dl, Vl, y, C, T(1), this->g(2), C);
+      };
+      if (later) later->add(weight);
+      else weight();
       be.gemm(Trans::no, Trans::no, N, C, Vl, T(1), s.dlogits.data(), Vl, this->p(2), C, T(0), dy.data(), C);
     }
     this->tp_.reduce_column_input_grad(dy.data(), N * C, dtype_of<T>());  // f: the head is column-parallel over V
@@ -300,8 +345,11 @@ class Head final : public GptBlock<T> {
       be.fill(din, T(0), N * C);
       be.layernorm_backward(x, this->p(0), s.mean.data(), s.rstd.data(), dy.data(), din, this->g(0), this->g(1), N, C);
     }
+    if (later) later->hold(std::move(s));
     s = Saved{};
   }
+
+ public:
 
   // The head's gemm forward, its two gemms backward; layernorm and the cross-entropy.
   void compute(int64_t rows, ComputeWork& out) const override {

@@ -60,16 +60,16 @@ class Dense final : public Block<T> {
   }
 
   void backward(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate) override {
-    const int64_t R = mb.rows;
-    if (!in) in = mb.batch->x.data() + mb.row0 * linear_.in();
-    Tensor<T>& h = saved_.at(slot);
-    T* dh = h.data();
-    if (!head_) {
-      be_.gelu_backward(h.data(), dout, dout, R * linear_.out());  // dh = gelu'(h) * dy, in place
-      dh = dout;
-    }
-    linear_.backward(in, w_, dh, dw_, db_, din, R, accumulate);
-    h = Tensor<T>();
+    backward_split(slot, mb, in, dout, din, accumulate, nullptr);
+  }
+  // Split: the weight gradient goes to `later` with the layer's input (held by the model) and
+  // dh (the head's is its saved dlogits; a hidden layer's is copied out of dout, scratch).
+  void backward_input(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate,
+                      DeferredGrads& later) override {
+    backward_split(slot, mb, in, dout, din, accumulate, &later);
+  }
+  int64_t deferred_bytes(int64_t rows) const override {
+    return head_ ? 0 : rows * linear_.out() * static_cast<int64_t>(sizeof(T));
   }
 
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
@@ -96,6 +96,30 @@ class Dense final : public Block<T> {
     params_.add(w);
     params_.add(b);
     return TpLinear<T>(par, w.local_rows(), w.local_cols(), tp, be);
+  }
+
+  void backward_split(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate,
+                      DeferredGrads* later) {
+    const int64_t R = mb.rows, n_out = linear_.out();
+    if (!in) in = mb.batch->x.data() + mb.row0 * linear_.in();
+    Tensor<T> h = std::move(saved_.at(slot));
+    T* dh = h.data();
+    if (!head_) {
+      be_.gelu_backward(h.data(), dout, dout, R * n_out);  // dh = gelu'(h) * dy, in place
+      dh = dout;
+    }
+    if (!later) return linear_.backward(in, w_, dh, dw_, db_, din, R, accumulate);
+    Tensor<T> keep = h;
+    if (!head_) {
+      keep = Tensor<T>(mem_, MemCategory::activation, {R, n_out});
+      be_.copy(keep.data(), dh, R * n_out);
+    }
+    later->add([this, in, dy = static_cast<const T*>(keep.data()), R, accumulate] {
+      linear_.weight_grad(in, dy, dw_, db_, R, accumulate);
+    });
+    later->hold(std::move(keep));
+    later->hold(std::move(h));
+    linear_.input_grad(w_, dh, din, R);
   }
 
   Backend<T>& be_;

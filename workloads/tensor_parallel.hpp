@@ -136,13 +136,19 @@ class TpLinear {
   // dW (+)= x^T dy, db (+)= colsum(dy) (overwritten unless `accumulate`), and dx = dy W^T when
   // dx is not null (summed over the group for a column-parallel layer).
   void backward(const T* x, const T* w, const T* dy, T* dw, T* db, T* dx, int64_t rows, bool accumulate) const {
+    weight_grad(x, dy, dw, db, rows, accumulate);
+    input_grad(w, dy, dx, rows);
+  }
+  // The two halves of backward, which the zero-bubble schedules run apart (B now, W later).
+  void weight_grad(const T* x, const T* dy, T* dw, T* db, int64_t rows, bool accumulate) const {
     be_->gemm(Trans::yes, Trans::no, in_, out_, rows, T(1), x, in_, dy, out_, T(accumulate ? 1 : 0), dw, out_);
     if (!accumulate) be_->fill(db, T(0), out_);
     be_->bias_grad(dy, db, rows, out_);
-    if (dx) {
-      be_->gemm(Trans::no, Trans::yes, rows, in_, out_, T(1), dy, out_, w, out_, T(0), dx, in_);
-      if (kind_ == Kind::column) tp_->reduce_column_input_grad(dx, rows * in_, dtype_of<T>());
-    }
+  }
+  void input_grad(const T* w, const T* dy, T* dx, int64_t rows) const {
+    if (!dx) return;
+    be_->gemm(Trans::no, Trans::yes, rows, in_, out_, T(1), dy, out_, w, out_, T(0), dx, in_);
+    if (kind_ == Kind::column) tp_->reduce_column_input_grad(dx, rows * in_, dtype_of<T>());
   }
   // The gemms forward + backward run for `rows` rows (forward's, dW's, and dx's when with_dx)
   // and the bias add and bias gradient.

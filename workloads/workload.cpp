@@ -37,6 +37,8 @@ const std::vector<WorkloadSpec>& builtin_workloads() {
       {"gpt-tiny", "gpt", "GPT L=4 H=4 C=32 S=16 V=90; seconds on 8 oversubscribed ranks", 0, 0, 0, 0, 4, 4, 32, 16, 90},
       {"gpt-odd", "gpt", "GPT L=2 H=4 C=32 S=8 V=91: the vocabulary splits unevenly at tp 2 and 4", 0, 0, 0, 0, 2, 4,
        32, 8, 91},
+      {"gpt-deep", "gpt", "GPT L=8 H=2 C=16 S=8 V=64: eight layers for pp 4 x virtual_stages 2 in seconds", 0, 0, 0, 0, 8,
+       2, 16, 8, 64},
       {"gpt-small", "gpt", "GPT L=8 H=4 C=256 S=128 V=256; the benchmark shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128,
        256},
       {"gpt2-124m", "gpt", "GPT-2 small L=12 H=12 C=768 S=1024 V=50257, untied head; for clusters", 0, 0, 0, 0, 12, 12,
@@ -69,18 +71,26 @@ std::unique_ptr<Model<T>> make_model(const WorkloadSpec& spec, Backend<T>& backe
                                      const ModelStorage& storage, const ModelShard& shard) {
   auto all = spec.model_kind().blocks(spec, backend, mem, seed, shard);
   const int n = static_cast<int>(all.size());
-  const int first = shard.first_block, end = shard.end_block < 0 ? n : shard.end_block;
-  PTS_REQUIRE(0 <= first && first < end && end <= n, "stage blocks out of range");
+  std::vector<std::pair<int, int>> ranges = shard.chunks;
+  if (ranges.empty()) ranges.emplace_back(shard.first_block, shard.end_block < 0 ? n : shard.end_block);
+  std::vector<int64_t> offset(n + 1, 0), out_per_row(n);  // canonical offset and output row of every block
+  for (int b = 0; b < n; ++b) offset[b + 1] = offset[b] + all[b]->canonical_numel(), out_per_row[b] = all[b]->out_per_row();
   std::vector<int64_t> canonical;
-  int64_t off = 0;
-  for (int b = 0; b < end; ++b) {
-    if (b >= first) canonical.push_back(off);
-    off += all[b]->canonical_numel();
-  }
-  const int64_t in_per_row = first > 0 ? all[first - 1]->out_per_row() : 0;
+  std::vector<ModelChunk> chunks;
   std::vector<std::unique_ptr<Block<T>>> mine;
-  for (int b = first; b < end; ++b) mine.push_back(std::move(all[b]));
-  return std::make_unique<Model<T>>(std::move(mine), std::move(canonical), backend, mem, storage, in_per_row, end == n);
+  int prev_end = 0;
+  for (auto [first, end] : ranges) {
+    PTS_REQUIRE(0 <= first && first < end && end <= n && (chunks.empty() || first >= prev_end),
+                "stage blocks out of range");
+    prev_end = end;
+    const int at = static_cast<int>(mine.size());
+    chunks.push_back({at, at + (end - first), first > 0 ? out_per_row[first - 1] : 0, end == n});
+    for (int b = first; b < end; ++b) {
+      canonical.push_back(offset[b]);
+      mine.push_back(std::move(all[b]));
+    }
+  }
+  return std::make_unique<Model<T>>(std::move(mine), std::move(canonical), backend, mem, storage, std::move(chunks));
 }
 template std::unique_ptr<Model<float>> make_model(const WorkloadSpec&, Backend<float>&, MemoryTracker&, uint64_t,
                                                   const ModelStorage&, const ModelShard&);

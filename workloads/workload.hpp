@@ -2,6 +2,7 @@
 // its parameters in one flat buffer in a fixed canonical order, gradients mirroring it, so
 // data-parallel sync and sharding are slices of flat buffers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -155,6 +156,9 @@ struct ModelStorage {
 struct ModelShard {
   const TensorParallel* tp = nullptr;
   int first_block = 0, end_block = -1;
+  // Several chunks instead (interleaved and V-shaped pipelines): block ranges [first, end) of
+  // the full model, in the order the model holds them (ascending); overrides first/end_block.
+  std::vector<std::pair<int, int>> chunks;
   const TensorParallel& tensor_parallel() const {
     static const TensorParallel none;
     return tp ? *tp : none;
@@ -166,6 +170,31 @@ struct ModelShard {
 // Local unpadded flat elements [local, local + count) are canonical [canonical, canonical + count).
 struct Segment {
   int64_t local = 0, canonical = 0, count = 0;
+};
+
+// Weight-gradient work a split backward leaves for later (the zero-bubble schedules' W pass):
+// the work in order, and the tensors it reads, held until it has run.
+class DeferredGrads {
+ public:
+  void add(std::function<void()> work) { work_.push_back(std::move(work)); }
+  template <class X>
+  void hold(X x) {
+    held_.push_back(std::make_shared<X>(std::move(x)));
+  }
+  bool empty() const { return work_.empty() && held_.empty(); }
+  // Runs the work, then frees what it held.
+  void run() {
+    for (auto& w : work_) w();
+    clear();
+  }
+  void clear() {
+    work_.clear();
+    held_.clear();
+  }
+
+ private:
+  std::vector<std::function<void()>> work_;
+  std::vector<std::shared_ptr<void>> held_;
 };
 
 // A microbatch: rows [row0, row0 + rows) of `batch`; its loss is a sum over rows / norm.
@@ -198,6 +227,17 @@ class Block {
   // dout (scratch: the block may overwrite it) is null for the loss block; din is null when
   // the input gradient is not needed. Gradients are written, or added when `accumulate`.
   virtual void backward(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate) = 0;
+  // The backward split in two (zero-bubble schedules): backward_input writes din (and the
+  // parameter gradients not worth deferring) now and leaves the weight-gradient work in
+  // `later`, with what it reads: the saved activations, held rather than freed, and copies of
+  // output gradients (deferred_bytes, activation memory). The default defers nothing: the
+  // whole backward runs now, which is exact for any block.
+  virtual void backward_input(int slot, const Micro<T>& mb, const T* in, T* dout, T* din, bool accumulate,
+                              DeferredGrads& later) {
+    (void)later;
+    backward(slot, mb, in, dout, din, accumulate);
+  }
+  virtual int64_t deferred_bytes(int64_t /*rows*/) const { return 0; }
   // Activation bytes forward saves for backward for a microbatch of `rows` rows (freed by
   // backward); everything else a block allocates while it runs is workspace.
   virtual int64_t saved_bytes(int64_t rows) const = 0;
@@ -210,8 +250,18 @@ class Block {
   virtual void compute(int64_t /*rows*/, ComputeWork& /*out*/) const {}
 };
 
+// A run of a model's blocks that one virtual pipeline stage executes (a rank of an interleaved
+// or V-shaped pipeline holds several): blocks [begin, end) of the model, the elements per row
+// entering it (0: it starts the full model and reads the batch), and whether it ends in the loss.
+struct ModelChunk {
+  int begin = 0, end = 0;
+  int64_t in_per_row = 0;
+  bool last = false;
+};
+
 // A model, or one pipeline stage / tensor-parallel shard of it: a sequence of blocks (one
-// unit each) over one flat parameter buffer and one gradient buffer.
+// unit each) over one flat parameter buffer and one gradient buffer, run as one chunk or as
+// several (forward, backward and the split backward take the chunk; chunk 0 by default).
 template <class T>
 class Model {
  public:
@@ -220,6 +270,9 @@ class Model {
   Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
         MemoryTracker& mem,
         const ModelStorage& storage, int64_t in_per_row, bool last_stage);
+  // The blocks run as `chunks` (covering them in order).
+  Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64_t> canonical, Backend<T>& backend,
+        MemoryTracker& mem, const ModelStorage& storage, std::vector<ModelChunk> chunks);
   int64_t num_params() const { return layout_.units.back().offset + layout_.units.back().numel; }
   const FlatLayout& layout() const { return layout_; }
   // The owned flat buffers in the padded layout (empty tensors when not owned).
@@ -235,16 +288,23 @@ class Model {
   std::vector<double> params_unpadded() const;
   // Local unpadded flat order -> canonical full-model order.
   std::vector<Segment> segments() const;
-  bool first_stage() const { return first_; }
-  bool last_stage() const { return last_; }
-  // Activation elements per row entering (0 on the first stage) and leaving (0 on the last).
-  int64_t in_per_row() const { return in_per_row_; }
-  int64_t out_per_row() const { return blocks_.back()->out_per_row(); }
+  // Whether the model holds the full model's first block (chunk 0 reads the batch) and its
+  // loss (some chunk ends in it).
+  bool first_stage() const { return chunks_.front().in_per_row == 0; }
+  bool last_stage() const { return std::any_of(chunks_.begin(), chunks_.end(), [](const ModelChunk& c) { return c.last; }); }
+  const std::vector<ModelChunk>& chunks() const { return chunks_; }
+  // Activation elements per row entering (0 on the first stage) and leaving (0 on the last)
+  // a chunk.
+  int64_t in_per_row(int chunk = 0) const { return chunks_.at(chunk).in_per_row; }
+  int64_t out_per_row(int chunk = 0) const { return blocks_[chunks_.at(chunk).end - 1]->out_per_row(); }
+  // Summed over every chunk.
   std::vector<TpCollective> tp_comm(int64_t rows) const;
   ComputeWork compute(int64_t rows) const;
-  // Activation bytes one microbatch of `rows` rows holds from its forward to its backward:
-  // what the blocks save, the outputs passed between them, and the stage's input.
-  int64_t activation_bytes(int64_t rows) const;
+  // Activation bytes one microbatch of `rows` rows holds on a chunk from its forward to its
+  // backward: what the blocks save, the outputs passed between them, and the chunk's input.
+  int64_t activation_bytes(int64_t rows, int chunk = 0) const;
+  // What the chunk's split backward adds for its weight-gradient pass (Block::deferred_bytes).
+  int64_t deferred_bytes(int64_t rows, int chunk = 0) const;
   // Upper bound on workspace bytes for microbatches of `rows` rows: the two activation-
   // gradient buffers backward ping-pongs between plus the largest block scratch (one block
   // runs at a time).
@@ -256,8 +316,19 @@ class Model {
   // the last). backward: dout null on the last stage (scratch otherwise), din null on the
   // first. Hooks run around every unit (backward in reverse order). Returns the loss on
   // the last stage, else 0.
-  double forward(int slot, const Micro<T>& mb, const T* in, T* out, const UnitHooks& hooks = {});
-  void backward(int slot, const Micro<T>& mb, T* dout, T* din, const UnitHooks& hooks = {}, bool accumulate = false);
+  double forward(int slot, const Micro<T>& mb, const T* in, T* out, const UnitHooks& hooks = {}, int chunk = 0);
+  void backward(int slot, const Micro<T>& mb, T* dout, T* din, const UnitHooks& hooks = {}, bool accumulate = false,
+                int chunk = 0);
+  // The backward split (zero-bubble schedules): backward_input computes din and leaves each
+  // unit's weight-gradient work, holding the microbatch's activations; backward_weight runs it
+  // (units in reverse order, hooks.after_backward after each) and frees them. backward_input
+  // runs hooks.before_backward only, backward_weight hooks.after_backward only.
+  void backward_input(int slot, const Micro<T>& mb, T* dout, T* din, const UnitHooks& hooks, bool accumulate,
+                      int chunk = 0);
+  void backward_weight(int slot, const UnitHooks& hooks, int chunk = 0);
+  // Drops the weight-gradient work still pending (a table that never ran a W): its gradients
+  // are lost, which the exact check sees; its held activations are freed.
+  void drop_deferred();
   // The whole batch as one microbatch on a single-stage model.
   double forward_backward(const Batch<T>& batch, double norm, const UnitHooks& hooks = {}, bool accumulate = false);
 
@@ -268,11 +339,18 @@ class Model {
   MemoryTracker& mem_;
   FlatLayout layout_;
   Tensor<T> params_, grads_;
-  bool first_, last_;
-  int64_t in_per_row_ = 0;
-  std::vector<std::vector<Tensor<T>>> outs_;  // [slot][block]: outputs of all but the last block
-  std::vector<const T*> ins_;                 // [slot]: the stage's input
-  Tensor<T> grad_a_, grad_b_;                 // ping-pong activation gradients
+  std::vector<ModelChunk> chunks_;
+  struct SlotState {
+    std::vector<Tensor<T>> outs;        // [block of the chunk]: outputs of all but its last block
+    const T* in = nullptr;              // the chunk's input
+    std::vector<DeferredGrads> later;   // [block of the chunk]: split backward's weight-gradient work
+  };
+  std::vector<std::vector<SlotState>> slots_;  // [chunk][slot]
+  SlotState& slot_state(int chunk, int slot);
+  T* backward_blocks(int chunk, SlotState& st, const Micro<T>& mb, int slot, T* dout, T* din, const UnitHooks& hooks,
+                     bool accumulate, bool split);
+  int64_t widest_row() const;  // the widest activation row any chunk passes between blocks
+  Tensor<T> grad_a_, grad_b_;  // ping-pong activation gradients
 };
 
 // Builds `shard` of the model of `spec`; owned parameters are initialised from (seed,

@@ -5,6 +5,7 @@
 #include "strategies/testing/broken_strategies.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "strategies/dp/ddp.hpp"
 #include "strategies/dp/delayed_sgd.hpp"
@@ -121,38 +122,91 @@ TensorParallelFactory tensor_parallel() {
   return [](Comm* group) { return std::make_unique<TP>(group); };
 }
 
-// 1F1B that never runs the last microbatch's backward: its gradient is lost.
-class SkipsLastBackward final : public OneFOneB {
+// A schedule built from a shipped table, changed by `edit` (rank, its action list).
+class EditedSchedule : public NamedSchedule {
  public:
-  std::vector<PipeStep> steps(int stage, int stages, int micro) const override {
-    auto out = OneFOneB::steps(stage, stages, micro);
-    std::erase_if(out, [micro](const PipeStep& s) { return !s.forward && s.micro == micro - 1; });
-    return out;
+  using Edit = std::function<void(int, std::vector<PipeAction>&)>;
+  EditedSchedule(std::string shipped, Edit edit) : NamedSchedule(shipped, shipped == "interleaved-1f1b" ? 2 : 1),
+                                                    edit_(std::move(edit)) {}
+  ScheduleTable table(int stages, int micro, int chunks) const override {
+    ScheduleTable t = NamedSchedule::table(stages, micro, chunks);
+    for (int r = 0; r < t.p; ++r) edit_(r, t.ranks[r]);
+    return t;
   }
+
+ private:
+  Edit edit_;
 };
+
+// 1F1B that never runs the last microbatch's backward: its gradient is lost.
+std::shared_ptr<const PipeSchedule> skips_last_backward() {
+  return std::make_shared<EditedSchedule>("1f1b", [](int, std::vector<PipeAction>& a) {
+    const int last = std::max_element(a.begin(), a.end(), [](auto& x, auto& y) { return x.micro < y.micro; })->micro;
+    std::erase_if(a, [last](const PipeAction& x) { return x.kind == PipeKind::B && x.micro == last; });
+  });
+}
 
 // Says 1F1B (and states 1F1B's activation peak) but runs every forward before any backward
 // (GPipe's order): the same numbers, m microbatches of activations held instead of pp.
-class RunsAllForwardsFirst final : public OneFOneB {
+class RunsAllForwardsFirst final : public NamedSchedule {
  public:
-  std::vector<PipeStep> steps(int stage, int stages, int micro) const override {
-    return GPipe().steps(stage, stages, micro);
+  RunsAllForwardsFirst() : NamedSchedule("1f1b") {}
+  ScheduleTable table(int stages, int micro, int chunks) const override {
+    return make_schedule_table("gpipe", stages, micro, chunks);
+  }
+  int64_t stated_activation(const ScheduleTable& t, int rank, const std::vector<ChunkBytes>& chunk) const override {
+    return activation_peak(make_schedule_table("1f1b", t.p, t.m, t.v), rank, chunk);
   }
 };
 
 // 1F1B without its warm-up: every stage alternates F k, B k, so each microbatch crosses the
 // whole pipeline and back before the next starts. The numbers, bytes and activations (one
-// microbatch in flight, as it states) are right; only the step's shape is wrong, which the
-// schedule check sees with emulated compute.
-class RunsSerially final : public OneFOneB {
+// microbatch in flight, as its table states) are right; only the step's shape is wrong (it
+// states 1F1B's bubble), which the schedule check sees with emulated compute.
+class RunsSerially final : public NamedSchedule {
  public:
-  std::vector<PipeStep> steps(int, int, int micro) const override {
-    std::vector<PipeStep> out;
-    for (int k = 0; k < micro; ++k) out.push_back({true, k}), out.push_back({false, k});
-    return out;
+  RunsSerially() : NamedSchedule("1f1b") {}
+  ScheduleTable table(int stages, int micro, int chunks) const override {
+    ScheduleTable t = NamedSchedule::table(stages, micro, chunks);
+    for (auto& list : t.ranks) {
+      list.clear();
+      for (int k = 0; k < micro; ++k) list.push_back({PipeKind::F, k, 0}), list.push_back({PipeKind::B, k, 0});
+    }
+    return t;
   }
-  int in_flight(int, int, int micro) const override { return micro > 0 ? 1 : 0; }
+  double stated_bubble(const ScheduleTable& t, int rank, const PipeCosts& costs) const override {
+    return NamedSchedule::stated_bubble(make_schedule_table("1f1b", t.p, t.m, t.v), rank, costs);
+  }
 };
+
+// zb-h1 whose first rank never runs the last microbatch's weight-gradient pass: nothing waits
+// for a W, so the step completes with that gradient missing (the exact check).
+std::shared_ptr<const PipeSchedule> skips_last_w() {
+  return std::make_shared<EditedSchedule>("zb-h1", [](int r, std::vector<PipeAction>& a) {
+    if (r != 0) return;
+    const int last = std::max_element(a.begin(), a.end(), [](auto& x, auto& y) { return x.micro < y.micro; })->micro;
+    std::erase_if(a, [last](const PipeAction& x) { return x.kind == PipeKind::W && x.micro == last; });
+  });
+}
+
+// zb-h1 whose first rank runs the first weight-gradient pass twice: refused before it runs.
+std::shared_ptr<const PipeSchedule> runs_w_twice() {
+  return std::make_shared<EditedSchedule>("zb-h1", [](int r, std::vector<PipeAction>& a) {
+    if (r != 0) return;
+    auto w = std::find_if(a.begin(), a.end(), [](const PipeAction& x) { return x.kind == PipeKind::W; });
+    a.insert(w, *w);
+  });
+}
+
+// interleaved-1f1b whose first rank swaps its chunks (runs chunk 1's actions as chunk 0's and
+// back): its first forward feeds virtual stage p, which waits for virtual stage p-1, which
+// waits for this rank's virtual stage 0: refused before it runs (a deadlock).
+std::shared_ptr<const PipeSchedule> swaps_chunks() {
+  return std::make_shared<EditedSchedule>("interleaved-1f1b", [](int r, std::vector<PipeAction>& a) {
+    if (r != 0) return;
+    for (PipeAction& x : a) x.chunk = 1 - x.chunk;
+  });
+}
 
 // local SGD whose parameter average forgets to divide by dp.
 template <class T>
@@ -234,7 +288,13 @@ void add_broken_strategies(StrategyRegistry& r) {
   r.add(trainer_entry("hybrid-no-row-reduce", "BROKEN: hybrid whose row-parallel layers skip their all-reduce (g)",
                       "dp tp pp", {ddp, one_f_one_b, tensor_parallel<SkipsRowReduce>()}));
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
-                      {ddp, std::make_shared<SkipsLastBackward>()}));
+                      {ddp, skips_last_backward()}));
+  r.add(trainer_entry("pp-zb-h1-skip-w", "BROKEN: zb-h1 whose first stage never runs the last weight-gradient pass",
+                      "pp", {ddp, skips_last_w()}));
+  r.add(trainer_entry("pp-zb-h1-w-twice", "BROKEN: zb-h1 whose first stage runs a weight-gradient pass twice", "pp",
+                      {ddp, runs_w_twice()}));
+  r.add(trainer_entry("pp-interleaved-swapped", "BROKEN: interleaved-1f1b whose first rank swaps its chunks", "pp",
+                      {ddp, swaps_chunks()}));
   r.add(trainer_entry("pp-1f1b-all-forwards", "BROKEN: 1F1B that runs all forwards first (holds m microbatches)", "pp",
                       {ddp, std::make_shared<RunsAllForwardsFirst>()}));
   r.add(trainer_entry("pp-1f1b-serial", "BROKEN: 1F1B without warm-up (one microbatch through the pipe at a time)", "pp",
