@@ -10,7 +10,7 @@ import pytest
 from ptsreport.plots import FIGURES
 from ptsreport.plots.comm import plot_bandwidth
 from ptsreport.plots.correctness import plot_correctness
-from ptsreport.plots.pipeline import plot_bubble
+from ptsreport.plots.pipeline import closed_form_bubble, plot_bubble, plot_bubble_vs_m
 from ptsreport.plots.speed import plot_scaling, plot_speed
 from testruns import TESTDATA, copy_run, figure_texts, load
 
@@ -69,7 +69,8 @@ def test_axes_carry_units(drawn):
     expected = {"speed.png": [("step time (ms)", "throughput (")], "memory.png": [("(MiB)",)],
                 "comm_per_sample.png": [("/sample)",)], "bandwidth.png": [("(GB/s",), ("(bytes",)],
                 "tradeoff.png": [("(MiB",), ("throughput (",)], "scaling.png": [("(×)",)],
-                "bubble.png": [("(fraction",)], "correctness.png": [("(dimensionless, log scale)",)],
+                "bubble.png": [("(fraction",)], "bubble_vs_m.png": [("(fraction",), ("(count)",)],
+                "correctness.png": [("(dimensionless, log scale)",)],
                 "loss_step.png": [("(nats)",), ("optimizer step",)], "loss_time.png": [("(nats)",), ("(s)",)],
                 "staleness.png": [("(steps",), ("(count)",)]}
     assert set(expected) == {spec.file for spec in FIGURES}
@@ -160,4 +161,34 @@ def test_bandwidth_is_bus_bytes_over_wait():
     point = [row["payload_bytes"] / row["calls"], row["bus_bytes"] / row["wait_s"] / 1e9]
     offsets = np.concatenate([c.get_offsets() for ax in fig.axes for c in ax.collections])
     assert np.isclose(offsets, point, rtol=1e-9).all(axis=1).any()
+    plt.close(fig)
+
+
+def test_bubble_against_m_draws_the_closed_forms():
+    """schedules (suite/bench-schedules.toml): at equal emulated F, B and W (gpt-deep) the
+    closed forms drawn are the C++ tables' simulated bubbles exactly; dots and diamonds are
+    the run's values."""
+    run, _ = load(TESTDATA / "schedules")
+    cases = pd.read_csv(TESTDATA / "schedules" / "cases.csv")
+    stages = pd.read_csv(TESTDATA / "schedules" / "stages.csv")
+    equal = cases[(cases["workload"] == "gpt-deep")]
+    assert set(equal["schedule"]) == {"1f1b", "interleaved-1f1b", "zb-h1", "zbv"}
+    for row in equal.itertuples():
+        form = closed_form_bubble(row.schedule, row.pp, row.microbatches, int(row.virtual_stages))
+        assert form == pytest.approx(row.bubble_theory, rel=1e-5), row.case
+    # gpipe and 1f1b: (p-1)/(m+p-1) whatever F:B (gpt-tiny runs F 20 ms, B 40 ms).
+    for row in cases[cases["workload"] == "gpt-tiny"].itertuples():
+        assert closed_form_bubble(row.schedule, row.pp, row.microbatches) == pytest.approx(row.bubble_theory, rel=1e-5)
+    assert closed_form_bubble("no-such", 2, 4) is None
+    fig = plot_bubble_vs_m(run)
+    titles = {ax.get_title(loc="left"): ax for ax in fig.axes if ax.axison}
+    assert set(titles) == {"gpt-tiny: pp 2", "gpt-tiny: pp 4", "gpt-deep: pp 2", "gpt-deep: pp 4", "gpt-small: pp 2"}
+    ax = titles["gpt-deep: pp 4"]
+    [zbv] = [line for line in ax.lines if line.get_label() == "zbv: (p-1)/(6m+p-1)"]
+    np.testing.assert_allclose(zbv.get_ydata()[[0, -1]], [3 / 27, 3 / 51])
+    dots = np.concatenate([line.get_ydata() for line in ax.lines if line.get_marker() == "o"])
+    part = stages[stages["case"].isin(cases.loc[(cases["workload"] == "gpt-deep") & (cases["pp"] == 4), "case"])]
+    np.testing.assert_allclose(np.sort(dots), np.sort(part["bubble_frac"]))
+    diamonds = [line.get_ydata()[0] for line in ax.lines if line.get_marker() == "D"]
+    np.testing.assert_allclose(sorted(diamonds), sorted(part.groupby("case")["bubble_theory"].first()))
     plt.close(fig)

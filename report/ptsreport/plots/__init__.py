@@ -12,7 +12,7 @@ from .comm import plot_bandwidth, plot_comm_per_sample  # noqa: E402
 from .convergence import plot_loss_per_step, plot_loss_per_time, plot_staleness  # noqa: E402
 from .correctness import plot_correctness  # noqa: E402
 from .memory import plot_memory  # noqa: E402
-from .pipeline import plot_bubble  # noqa: E402
+from .pipeline import plot_bubble, plot_bubble_vs_m  # noqa: E402
 from .speed import plot_scaling, plot_speed, plot_tradeoff  # noqa: E402
 
 
@@ -85,4 +85,12 @@ FIGURES = [
                "Grey bar: the uniform-stage bubble (p-1)/(m+p-1) for p stages and m microbatches. "
                "Red dots: each stage's measured idle share, 1 - compute / step time.",
                plot_bubble, timing=True),
+    FigureSpec("bubble_vs_m.png", "Pipeline", "Pipeline bubble against microbatches, per schedule",
+               "One panel per workload and pipeline depth p. Lines: each schedule's closed form at "
+               "equal F, B and W per chunk ((p-1)/(m+p-1) for gpipe and 1f1b, v m for interleaved, "
+               "3m for zb-h1, 6m for zbv in place of m); hollow diamonds: the schedule's table "
+               "simulated at the case's emulated costs (what check_schedule compares with); dots: "
+               "each stage's measured idle share. Without emulated compute the costs are this "
+               "machine's and need not be equal, so dots may sit above the line.",
+               plot_bubble_vs_m, timing=True),
 ]
