@@ -209,7 +209,9 @@ std::vector<CaseConfig> enumerate(const PlanOptions& o, const WorkloadSpec& w, c
       }
       for (int zero : {0, 1, 2, 3}) {
         if (dp == 1 && zero > 0) continue;  // nothing to shard over
-        for (const std::string& sched : pp > 1 ? std::vector<std::string>{"gpipe", "1f1b"} : std::vector<std::string>{"1f1b"})
+        for (const std::string& sched :
+             pp > 1 ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}
+                    : std::vector<std::string>{"1f1b"})
           for (int m : ms)
             for (const auto& split : splits)
               for (bool overlap : {false, true}) {
@@ -248,7 +250,17 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   // pipeline's bubble), and of that, f = compute / (compute + tp collectives) computes (the
   // rest it sleeps in the link); so N u f ranks compute at once and compute takes
   // max(cores, N u f) / max(cores, N) of the calibrated time.
-  const double n = l.num_ranks(), u = static_cast<double>(m) / (m + l.pp - 1);
+  // gpipe and 1f1b: the closed form below; the other schedules' tables are simulated (at the
+  // slowest stage's costs, split F : B : W = 1 : 1 : 1 per chunk), as is their busy share.
+  const bool closed_form = l.pp == 1 || c.schedule == "gpipe" || c.schedule == "1f1b";
+  std::shared_ptr<const ScheduleTable> table;
+  if (!closed_form) table = case_table(c, *find_schedule(c.schedule));
+  auto simulated = [&](double per_micro, double hop) {
+    const double chunk = per_micro / 3.0 / table->v;
+    return simulate(*table, {chunk, table->split_w ? chunk : 2 * chunk, chunk, hop});
+  };
+  const double n = l.num_ranks();
+  const double u = closed_form ? static_cast<double>(m) / (m + l.pp - 1) : 1.0 / (1.0 + simulated(1.0, 0).bubble_ratio(0));
   auto share_of = [&](double compute, double tp) {
     if (cores <= 0) return 1.0;
     const double f = compute + tp > 0 ? compute / (compute + tp) : 1.0;
@@ -311,7 +323,16 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
     slowest = std::max(slowest, std::max(t[s], p2p[s]));
     fill += p2p[s];
   }
-  const double pipe = sum + (m - 1) * slowest + fill;
+  double max_t = 0, max_hop = 0;
+  for (int s = 0; s < l.pp; ++s) max_t = std::max(max_t, t[s]), max_hop = std::max(max_hop, p2p[s]);
+  double pipe = sum + (m - 1) * slowest + fill;
+  if (!closed_form) {
+    // p2p[s] is a stage's link time per microbatch over all its sends; the table's hops are
+    // single transfers.
+    const ScheduleSim unit = simulated(1.0, 0);
+    const int sends = *std::max_element(unit.sends.begin(), unit.sends.end());
+    pipe = simulated(max_t, max_hop * m / std::max(1, sends)).makespan;
+  }
   double tail = 0;
   int worst = 0;
   for (int s = 0; s < l.pp; ++s)

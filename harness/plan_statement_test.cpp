@@ -83,6 +83,17 @@ microbatches = [2, 4]
 stage_layers = "1,3"
 
 [[case]]
+name = "hybrid-schedules"
+workload = "gpt-deep"
+strategy = "hybrid"
+dp = 2
+tp = 1
+pp = 2
+zero_stage = [0, 3]
+schedule = ["interleaved-1f1b", "zb-h1", "zbv"]
+microbatches = [2, 4]
+
+[[case]]
 name = "hybrid-tp-pp"
 strategy = "hybrid"
 dp = 1
