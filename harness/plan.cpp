@@ -257,7 +257,7 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   if (!closed_form) table = case_table(c, *find_schedule(c.schedule));
   auto simulated = [&](double per_micro, double hop) {
     const double chunk = per_micro / 3.0 / table->v;
-    return simulate(*table, {chunk, table->split_w ? chunk : 2 * chunk, chunk, hop});
+    return simulate(*table, {chunk, chunk, chunk, hop});  // an unsplit B costs B + W
   };
   const double n = l.num_ranks();
   const double u = closed_form ? static_cast<double>(m) / (m + l.pp - 1) : 1.0 / (1.0 + simulated(1.0, 0).bubble_ratio(0));
