@@ -488,8 +488,19 @@ class MoeTransformer final : public GptBlock<T> {
     return 0;
   }
 
-  // Unsplit (the default backward_input): the zero-bubble schedules run it whole.
   void backward(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate) override {
+    backward_held(slot, mb, x, dout, din, accumulate, nullptr);
+  }
+  // Not split: the whole backward runs in the input pass, and the saved activations are held in
+  // `later` until the weight pass, as the zero-bubble schedules' memory statement has them.
+  void backward_input(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                      DeferredGrads& later) override {
+    backward_held(slot, mb, x, dout, din, accumulate, &later);
+  }
+
+ private:
+  void backward_held(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                     DeferredGrads* later) {
     const int64_t R = mb.rows, N = R * this->S_, C = this->C_, slots = R * cap_;
     Saved& s = saved_.at(slot);
     auto& be = this->be_;
@@ -518,7 +529,7 @@ class MoeTransformer final : public GptBlock<T> {
       fc_.backward(s.xe[e].data(), this->pe(e, fc_w), da.data(), this->ge(e, fc_w), this->ge(e, fc_b), dxe.data(),
                    slots, true);
       be.embedding_backward(ids, slots, dxe.data(), 0, N, C, dln.data());
-      s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
+      if (!later) s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
     }
     // Router: d logit of choice i = g_i (dg_i - sum_j g_j dg_j) over the token's k choices (a
     // dropped choice's dg is 0); unchosen logits get none.
@@ -553,9 +564,11 @@ class MoeTransformer final : public GptBlock<T> {
       be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
                             this->g(ln1_b), N, C);
     }
+    if (later) later->hold(std::move(s));
     s = Saved{};
   }
 
+ public:
   // qkv, proj, the router and E experts of R*cap rows each; per slot a gate scale forward, a
   // gate dot product and a scale backward; attention as the GPT block.
   void compute(int64_t rows, ComputeWork& out) const override {
