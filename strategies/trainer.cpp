@@ -81,8 +81,9 @@ double Trainer<T>::train_step(int step) {
   if (ctx_.mesh.world().rank() == ctx_.config.slow_rank && ctx_.config.slow_factor > 1)
     std::this_thread::sleep_for(std::chrono::duration<double>((ctx_.config.slow_factor - 1) * pipeline_.last_busy_s()));
   sync_->finish_step(step);
-  // The loss is on the last stage, the same on every tp rank: count it once.
-  const bool reports = pipeline_.last_stage() && ctx_.mesh.coord().tp == 0;
+  // The loss is on the last stage (and any stage whose blocks add one: moe's auxiliary loss),
+  // the same on every tp rank: count it once.
+  const bool reports = ctx_.mesh.coord().tp == 0;
   return reports ? loss / ctx_.mesh.layout().dp : 0.0;
 }
 

@@ -403,7 +403,7 @@ class MoeTransformer final : public GptBlock<T> {
   MoeTransformer(int64_t layer, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
                  uint64_t seed)
       : GptBlock<T>(w, shard, be, mem, seed), H_(w.heads), D_(w.embd / w.heads), F_(4 * w.embd), E_(w.experts),
-        K_(w.top_k), cap_(moe_capacity(w)), qkv_(TpKind::column, w.embd, 3 * w.embd, shard.tensor_parallel(), be),
+        K_(w.top_k), cap_(moe_capacity(w)), aux_(w.aux_loss), qkv_(TpKind::column, w.embd, 3 * w.embd, shard.tensor_parallel(), be),
         proj_(TpKind::row, w.embd, w.embd, shard.tensor_parallel(), be),
         fc_(TpKind::column, w.embd, F_, shard.tensor_parallel(), be),
         fc2_(TpKind::row, F_, w.embd, shard.tensor_parallel(), be) {
@@ -485,7 +485,7 @@ class MoeTransformer final : public GptBlock<T> {
       for (int64_t j = 0; j < slots; ++j) be.scale(gated.data() + j * C, T(s.route.gate[e * slots + j]), C);
       be.embedding_backward(ids, slots, gated.data(), 0, N, C, out);  // out[token] += gated row
     }
-    return 0;
+    return moe_aux_loss(s.route, aux_, mb.norm, nullptr);
   }
 
   void backward(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate) override {
@@ -532,9 +532,10 @@ class MoeTransformer final : public GptBlock<T> {
       if (!later) s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
     }
     // Router: d logit of choice i = g_i (dg_i - sum_j g_j dg_j) over the token's k choices (a
-    // dropped choice's dg is 0); unchosen logits get none.
+    // dropped choice's dg is 0); unchosen logits get none but the auxiliary loss's.
     {
-      std::vector<T> host(static_cast<size_t>(N * E_), T(0));
+      std::vector<double> dl(static_cast<size_t>(N * E_), 0.0);
+      moe_aux_loss(s.route, aux_, mb.norm, &dl);
       for (int64_t t = 0; t < N; ++t) {
         const int64_t* c = s.route.choice.data() + t * K_;
         auto dg_of = [&](int64_t i) {
@@ -543,9 +544,9 @@ class MoeTransformer final : public GptBlock<T> {
         };
         double mean = 0;
         for (int64_t i = 0; i < K_; ++i) mean += s.route.softmax[t * K_ + i] * dg_of(i);
-        for (int64_t i = 0; i < K_; ++i)
-          host[t * E_ + c[i]] = static_cast<T>(s.route.softmax[t * K_ + i] * (dg_of(i) - mean));
+        for (int64_t i = 0; i < K_; ++i) dl[t * E_ + c[i]] += s.route.softmax[t * K_ + i] * (dg_of(i) - mean);
       }
+      const std::vector<T> host(dl.begin(), dl.end());
       Tensor<T> dlogits = this->work({N, E_});
       be.upload(dlogits.data(), host.data(), N * E_);
       be.gemm(Trans::yes, Trans::no, C, E_, N, T(1), s.ln2.data(), C, dlogits.data(), E_, T(1), this->g(router_w), E_);
@@ -593,6 +594,7 @@ class MoeTransformer final : public GptBlock<T> {
   T* pe(int64_t e, int t) const { return this->p(expert0 + per_expert * e + t); }
   T* ge(int64_t e, int t) const { return this->g(expert0 + per_expert * e + t); }
   int64_t H_, D_, F_, E_, K_, cap_;  // heads, head dim, MLP width 4C, experts, experts per token, capacity
+  double aux_;                        // the auxiliary loss's coefficient
   TpLinear<T> qkv_, proj_, fc_, fc2_;
   std::vector<Saved> saved_;
 };
@@ -671,6 +673,7 @@ class MoeKind final : public KindWithBlocks<MoeKind> {
       return {"top_k", w.name + ": top_k " + std::to_string(w.top_k) + " must be in [1, experts " +
                            std::to_string(w.experts) + "]"};
     if (!(w.capacity_factor > 0)) return {"capacity_factor", w.name + ": capacity_factor must be positive"};
+    if (!(w.aux_loss >= 0)) return {"aux_loss", w.name + ": aux_loss must not be negative"};
     return {};
   }
   std::string tp_problem(const WorkloadSpec& w, int tp) const override {
@@ -680,7 +683,8 @@ class MoeKind final : public KindWithBlocks<MoeKind> {
   bool reads_tokens() const override { return true; }
   std::string note(const WorkloadSpec& w) const override {
     return std::to_string(w.experts) + " experts, top " + std::to_string(w.top_k) + ", capacity " +
-           std::to_string(moe_capacity(w)) + " tokens per sequence";
+           std::to_string(moe_capacity(w)) + " tokens per sequence" +
+           (w.aux_loss > 0 ? ", with the auxiliary loss" : "");
   }
   template <class T>
   static std::vector<std::unique_ptr<Block<T>>> make_blocks(const WorkloadSpec& w, Backend<T>& be, MemoryTracker& mem,
@@ -717,7 +721,7 @@ MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int6
   PTS_REQUIRE(static_cast<int64_t>(logits.size()) == N * E, "moe_route: logits are not [rows * seq, experts]");
   PTS_REQUIRE(1 <= K && K <= E, "moe_route: top_k must be in [1, experts]");
   MoeRouting r{rows, seq, E, K, capacity, std::move(logits), {}, {}, {}, {}, {}};
-  r.choice.resize(N * K), r.slot.assign(N * K, -1), r.softmax.resize(N * K);
+  r.choice.resize(N * K), r.slot.assign(N * K, -1), r.softmax.resize(N * K), r.probs.resize(N * E);
   r.token.assign(E * slots, -1), r.gate.assign(E * slots, 0.0);
   std::vector<int64_t> order(E), used(E);
   for (int64_t row = 0; row < rows; ++row) {
@@ -726,8 +730,10 @@ MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int6
       const double* l = r.logits.data() + t * E;
       for (int64_t e = 0; e < E; ++e) order[e] = e;
       std::stable_sort(order.begin(), order.end(), [l](int64_t a, int64_t b) { return l[a] > l[b]; });
-      double denom = 0;
+      double denom = 0, all = 0;
       for (int64_t i = 0; i < K; ++i) denom += std::exp(l[order[i]] - l[order[0]]);
+      for (int64_t e = 0; e < E; ++e) all += std::exp(l[e] - l[order[0]]);
+      for (int64_t e = 0; e < E; ++e) r.probs[t * E + e] = std::exp(l[e] - l[order[0]]) / all;
       for (int64_t i = 0; i < K; ++i) {
         const int64_t e = order[i], at = t * K + i;
         r.choice[at] = e;
@@ -741,6 +747,34 @@ MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int6
     }
   }
   return r;
+}
+
+double moe_aux_loss(const MoeRouting& r, double coef, double norm, std::vector<double>* dlogits) {
+  if (coef == 0) return 0;
+  const int64_t S = r.seq, E = r.experts, K = r.top_k;
+  std::vector<double> f(E), P(E);
+  double sum = 0;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    std::fill(f.begin(), f.end(), 0.0);
+    std::fill(P.begin(), P.end(), 0.0);
+    for (int64_t t = row * S; t < (row + 1) * S; ++t) {
+      for (int64_t i = 0; i < K; ++i) f[r.choice[t * K + i]] += 1.0 / static_cast<double>(S * K);
+      for (int64_t e = 0; e < E; ++e) P[e] += r.probs[t * E + e] / static_cast<double>(S);
+    }
+    double aux = 0;
+    for (int64_t e = 0; e < E; ++e) aux += f[e] * P[e];
+    sum += static_cast<double>(E) * aux;
+    if (!dlogits) continue;
+    // d/d probs[t,e] = coef E f[e] / (S norm); then through the softmax over all E.
+    for (int64_t t = row * S; t < (row + 1) * S; ++t) {
+      const double* p = r.probs.data() + t * E;
+      double mean = 0;
+      for (int64_t e = 0; e < E; ++e) mean += p[e] * f[e];
+      const double scale = coef * static_cast<double>(E) / (static_cast<double>(S) * norm);
+      for (int64_t e = 0; e < E; ++e) (*dlogits)[t * E + e] += scale * p[e] * (f[e] - mean);
+    }
+  }
+  return coef * sum / norm;
 }
 
 void set_moe_routing_tap(MoeRoutingTap tap) { routing_tap() = std::move(tap); }

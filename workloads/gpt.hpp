@@ -50,6 +50,7 @@ int64_t moe_capacity(const WorkloadSpec& w);
 struct MoeRouting {
   int64_t rows = 0, seq = 0, experts = 0, top_k = 0, capacity = 0;
   std::vector<double> logits;  // [N, E]
+  std::vector<double> probs;   // [N, E]: softmax over all E logits (the auxiliary loss's P)
   std::vector<int64_t> choice, slot;
   std::vector<double> softmax;
   std::vector<int32_t> token;
@@ -58,6 +59,12 @@ struct MoeRouting {
 };
 MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int64_t experts, int64_t top_k,
                      int64_t capacity);
+// The load-balancing auxiliary loss (Switch Transformer's, per sequence, top-k): for sequence
+// r, f[r,e] = (tokens of r that chose e among their k, dropped or not) / (S k) and
+// P[r,e] = mean over r's tokens of probs[t,e]; aux_r = E sum_e f[r,e] P[r,e] (1 when routing is
+// uniform). Returns coef * sum_r aux_r / norm (norm: the loss's, the global batch's sequences),
+// and when dlogits [N,E] is given adds d(that)/d logits to it (f is a count: no gradient).
+double moe_aux_loss(const MoeRouting& r, double coef, double norm, std::vector<double>* dlogits);
 // The tests' view of the router: when set, every MoE block's forward hands it its routing.
 // Process-wide and off by default, like set_forward_tap.
 using MoeRoutingTap = std::function<void(const MoeRouting&)>;

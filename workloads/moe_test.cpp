@@ -1,7 +1,8 @@
 // The moe workload: parameter counts, the router's top-k, gates, capacity and dropping exactly
 // as defined on crafted logits, drops in the real model, every gradient (router, experts,
-// attention, embedding, head) against central finite differences in float64, determinism, and
-// microbatches and stages equal to the whole batch.
+// attention, embedding, head; without and with the auxiliary loss) against central finite
+// differences in float64, the auxiliary loss at uniform routing, determinism, and microbatches
+// and stages equal to the whole batch.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -120,8 +121,12 @@ TEST(Moe, TheModelDropsTokens) {
 // floor. The routing is piecewise constant in the parameters: a step of h that moved a token
 // across a top-k or capacity boundary would show as an error of order 1, so the sweep also
 // checks that the routing did not change.
-TEST(Moe, GradientsMatchFiniteDifferences) {
-  const WorkloadSpec w = fd_moe();
+// Without and with the auxiliary loss.
+class MoeGradients : public ::testing::TestWithParam<double> {};
+
+TEST_P(MoeGradients, MatchFiniteDifferences) {
+  WorkloadSpec w = fd_moe();
+  w.aux_loss = GetParam();
   MemoryTracker mem;
   auto be = make_cpu_backend<double>();
   auto model = make_model<double>(w, *be, mem, 5);
@@ -162,6 +167,25 @@ TEST(Moe, GradientsMatchFiniteDifferences) {
   const int64_t C = w.embd, router_at = w.vocab * C + w.seq * C + 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C;
   for (int64_t i = 0; i < C * w.experts; ++i) router += std::abs(analytic[router_at + i]);
   EXPECT_GT(router, 1e-6);
+}
+INSTANTIATE_TEST_SUITE_P(AuxLoss, MoeGradients, ::testing::Values(0.0, 0.1));
+
+// At uniform routing (all logits equal: every token picks experts 0..k-1, P = 1/E) each
+// sequence's aux is E * k * (1/k)(1/E) = 1, so the loss is coef * rows / norm. Its gradient
+// (descent lowers the chosen experts' logits, raises the other's) is, per token,
+// coef E / (S norm) * p_e (f_e - sum p f) = 0.1 * 3 / 16 * (1/3) (1/2 - 1/3) for a chosen e.
+TEST(Moe, AuxLossAtUniformRouting) {
+  const MoeRouting r = moe_route(std::vector<double>(2 * 4 * 3, 0.5), 2, 4, 3, 2, 8);
+  std::vector<double> d(2 * 4 * 3, 0.0);
+  EXPECT_NEAR(moe_aux_loss(r, 0.1, 4.0, &d), 0.1 * 2 / 4.0, 1e-15);
+  const double chosen = 0.1 * 3 / 16 * (1.0 / 3) * (0.5 - 1.0 / 3);
+  for (int64_t t = 0; t < 8; ++t) {
+    EXPECT_NEAR(d[t * 3 + 0], chosen, 1e-15);
+    EXPECT_NEAR(d[t * 3 + 1], chosen, 1e-15);
+    EXPECT_NEAR(d[t * 3 + 2], -2 * chosen, 1e-15);
+    EXPECT_NEAR(d[t * 3 + 0] + d[t * 3 + 1] + d[t * 3 + 2], 0, 1e-15);
+  }
+  EXPECT_EQ(moe_aux_loss(r, 0.0, 4.0, nullptr), 0.0);
 }
 
 // Same seed, same batch: bitwise the same loss and gradients, in a fresh model and on rerun.

@@ -32,6 +32,8 @@ struct WorkloadSpec {
   // and the capacity factor: an expert takes ceil(capacity_factor * S * k / E) tokens of a sequence.
   int64_t experts = 0, top_k = 0;
   double capacity_factor = 0;
+  // moe: the load-balancing auxiliary loss's coefficient (0: none; see moe_aux_loss in gpt.hpp).
+  double aux_loss = 0;
   // What the kind decides (blocks, parameter count, pipeline and tp limits, data).
   const WorkloadKind& model_kind() const;
   int64_t num_params() const;
