@@ -222,7 +222,7 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
   for (auto& chunk : inputs_)
     for (Tensor<T>& in : chunk) in = Tensor<T>();
   PTS_REQUIRE(local_.empty(), schedule_->name() + ": a handover in memory was never taken");
-  return m.last_stage() ? loss : 0;
+  return loss;  // the last stage's, and any loss a middle stage's blocks add (moe's auxiliary loss)
 }
 
 template <class T>

@@ -82,7 +82,8 @@ class Pipeline {
   // One step: this rank's actions in the table's order. The hooks run around a unit's first
   // forward (microbatch 0), last forward (m-1), first backward (0) and last backward (m-1; with
   // the split, the weight pass of m-1), so data parallelism sees each unit once per step.
-  // Returns the summed microbatch losses on the rank holding the loss, 0 elsewhere.
+  // Returns the summed microbatch losses its blocks returned: the loss on the rank holding it,
+  // a middle stage's auxiliary losses (moe), 0 elsewhere.
   double run(const UnitHooks& hooks);
   double last_busy_s() const { return busy_s_; }  // seconds of compute in the last run
   int micro() const { return micro_; }

@@ -26,6 +26,7 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
     throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: " + schedule_names());
   if (c.virtual_stages < 0) throw CaseError("virtual_stages", "virtual_stages must be at least 1 (0: the schedule's)");
   if (c.zero_stage < -1 || c.zero_stage > 3) throw CaseError("zero_stage", "zero_stage must be 0, 1, 2 or 3");
+  if (auto [key, problem] = w.model_kind().spec_problem(w); !key.empty()) throw CaseError(key, problem);
   if (l.tp > 1)
     if (std::string problem = w.model_kind().tp_problem(w, l.tp); !problem.empty()) throw CaseError("tp", problem);
   if (l.pp > 1 || !c.stage_layers.empty() || c.virtual_stages > 1) {
@@ -80,8 +81,9 @@ double Trainer<T>::train_step(int step) {
   if (ctx_.mesh.world().rank() == ctx_.config.slow_rank && ctx_.config.slow_factor > 1)
     std::this_thread::sleep_for(std::chrono::duration<double>((ctx_.config.slow_factor - 1) * pipeline_.last_busy_s()));
   sync_->finish_step(step);
-  // The loss is on the last stage, the same on every tp rank: count it once.
-  const bool reports = pipeline_.last_stage() && ctx_.mesh.coord().tp == 0;
+  // The loss is on the last stage (and any stage whose blocks add one: moe's auxiliary loss),
+  // the same on every tp rank: count it once.
+  const bool reports = ctx_.mesh.coord().tp == 0;
   return reports ? loss / ctx_.mesh.layout().dp : 0.0;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <algorithm>
 #include <limits>
 
 #include "workloads/params.hpp"
@@ -374,6 +375,230 @@ class Head final : public GptBlock<T> {
 };
 
 
+MoeRoutingTap& routing_tap() {
+  static MoeRoutingTap tap;
+  return tap;
+}
+
+// A pre-LayerNorm block whose MLP is E expert MLPs (each fc [C,F] + gelu + fc2 [F,C]) behind a
+// top-k router (Switch / GShard style):
+//   x1 = x + proj(attn(ln1(x)))                   as the GPT block
+//   y  = x1 + sum over kept (t, e) of g[t,e] * expert_e(ln2(x1)[t])
+// Router: logits [N,E] = ln2(x1) Wr (Wr [C,E], no bias); each token's k largest logits (ties
+// to the lower expert index); gates g = softmax over those k logits. Capacity: an expert takes
+// cap = ceil(capacity_factor * S * k / E) tokens of each sequence; a sequence's tokens claim
+// their experts in token order, and an assignment beyond cap is dropped (adds nothing; the
+// token's residual x1 passes through; the kept gates are not renormalised). The capacity group
+// is one sequence, so microbatching and data parallelism never change which tokens drop.
+// Expert e runs on a buffer of R*cap rows (sequence r's slots at r*cap), empty slots zero, so
+// activations and gemms do not depend on the routing: saved bytes are exact.
+// Routing decisions are host data (like token ids): the router logits are downloaded, and the
+// gather and scatter of rows use the backend's embedding lookup and scatter-add.
+template <class T>
+class MoeTransformer final : public GptBlock<T> {
+  enum { ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_g, ln2_b, router_w, expert0 };
+  enum { fc_w, fc_b, fc2_w, fc2_b, per_expert };
+
+ public:
+  MoeTransformer(int64_t layer, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
+                 uint64_t seed)
+      : GptBlock<T>(w, shard, be, mem, seed), H_(w.heads), D_(w.embd / w.heads), F_(4 * w.embd), E_(w.experts),
+        K_(w.top_k), cap_(moe_capacity(w)), aux_(w.aux_loss), qkv_(TpKind::column, w.embd, 3 * w.embd, shard.tensor_parallel(), be),
+        proj_(TpKind::row, w.embd, w.embd, shard.tensor_parallel(), be),
+        fc_(TpKind::column, w.embd, F_, shard.tensor_parallel(), be),
+        fc2_(TpKind::row, F_, w.embd, shard.tensor_parallel(), be) {
+    PTS_REQUIRE(!shard.tensor_parallel().active(), w.name + " has no tensor-parallel split");
+    const int64_t C = w.embd;
+    const uint64_t st = kGptStream + 16 * static_cast<uint64_t>(layer + 1);
+    const uint64_t ex = kMoeStream + 256 * static_cast<uint64_t>(layer);
+    const double resid_std = kInitStd / std::sqrt(2.0 * static_cast<double>(w.layers));
+    auto& ps = this->params_;
+    ps.add(vec(C, 1));
+    ps.add(vec(C, 0));
+    ps.add(mat(C, 3 * C, kInitStd, st + 2));
+    ps.add(vec(3 * C, 0));
+    ps.add(mat(C, C, resid_std, st + 4));
+    ps.add(vec(C, 0));
+    ps.add(vec(C, 1));
+    ps.add(vec(C, 0));
+    ps.add(mat(C, E_, kInitStd, st + 8));
+    for (int64_t e = 0; e < E_; ++e) {
+      ps.add(mat(C, F_, kInitStd, ex + 2 * e));
+      ps.add(vec(F_, 0));
+      ps.add(mat(F_, C, resid_std, ex + 2 * e + 1));
+      ps.add(vec(C, 0));
+    }
+  }
+  int64_t out_per_row() const override { return this->S_ * this->C_; }
+  int64_t saved_bytes(int64_t rows) const override {
+    const int64_t N = rows * this->S_, C = this->C_, slots = rows * cap_;
+    // ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2; per expert xe, h, a, ye
+    return this->bytes(N * (C + 2 + 3 * C + C + C + C + 2) + rows * H_ * this->S_ * this->S_ +
+                       E_ * slots * (2 * C + 2 * F_));
+  }
+  // Forward: the logits [N,E], then one expert's gated output [R*cap, C]. Backward: dln [N,C]
+  // throughout with, per expert, its output gradient [R*cap, C], the gate gradients [R*cap],
+  // da [R*cap, F] and dxe [R*cap, C]; then the router's dlogits [N,E]; then the attention
+  // half's dao [N,C] and dqkv [N,3C].
+  int64_t workspace_bytes(int64_t rows) const override {
+    const int64_t N = rows * this->S_, C = this->C_, slots = rows * cap_;
+    return this->bytes(N * C + std::max({slots * (2 * C + 1 + F_), N * E_, 4 * N * C}));
+  }
+
+  double forward(int slot, const Micro<T>& mb, const T* x, T* out) override {
+    const int64_t R = mb.rows, N = R * this->S_, C = this->C_, slots = R * cap_;
+    Saved& s = this->slot_of(saved_, slot);
+    auto& be = this->be_;
+    s.ln1 = this->act({N, C}), s.mean1 = this->act({N}), s.rstd1 = this->act({N});
+    be.layernorm_forward(x, this->p(ln1_g), this->p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
+    s.qkv = this->act({N, 3 * C});
+    qkv_.forward(s.ln1.data(), this->p(qkv_w), this->p(qkv_b), s.qkv.data(), N);
+    s.att = this->act({R, H_, this->S_, this->S_});
+    s.ao = this->act({N, C});
+    be.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), R, this->S_, H_, D_);
+    s.x1 = this->act({N, C});
+    proj_.forward(s.ao.data(), this->p(proj_w), this->p(proj_b), s.x1.data(), N);
+    be.add(s.x1.data(), x, N * C);
+    s.ln2 = this->act({N, C}), s.mean2 = this->act({N}), s.rstd2 = this->act({N});
+    be.layernorm_forward(s.x1.data(), this->p(ln2_g), this->p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N,
+                         C, kLnEps);
+    {
+      Tensor<T> logits = this->work({N, E_});
+      be.gemm(Trans::no, Trans::no, N, E_, C, T(1), s.ln2.data(), C, this->p(router_w), E_, T(0), logits.data(), E_);
+      std::vector<T> host(static_cast<size_t>(N * E_));
+      be.download(host.data(), logits.data(), N * E_);
+      s.route = moe_route(std::vector<double>(host.begin(), host.end()), R, this->S_, E_, K_, cap_);
+      if (routing_tap()) routing_tap()(s.route);
+    }
+    be.copy(out, s.x1.data(), N * C);
+    s.xe.resize(E_), s.h.resize(E_), s.a.resize(E_), s.ye.resize(E_);
+    for (int64_t e = 0; e < E_; ++e) {
+      const int32_t* ids = s.route.token.data() + e * slots;
+      s.xe[e] = this->act({slots, C}), s.h[e] = this->act({slots, F_}), s.a[e] = this->act({slots, F_});
+      s.ye[e] = this->act({slots, C});
+      be.embedding_forward(ids, slots, s.ln2.data(), 0, N, C, s.xe[e].data(), false);  // empty slots: zero
+      fc_.forward(s.xe[e].data(), this->pe(e, fc_w), this->pe(e, fc_b), s.h[e].data(), slots);
+      be.gelu_forward(s.h[e].data(), s.a[e].data(), slots * F_);
+      fc2_.forward(s.a[e].data(), this->pe(e, fc2_w), this->pe(e, fc2_b), s.ye[e].data(), slots);
+      Tensor<T> gated = this->work({slots, C});
+      be.copy(gated.data(), s.ye[e].data(), slots * C);
+      for (int64_t j = 0; j < slots; ++j) be.scale(gated.data() + j * C, T(s.route.gate[e * slots + j]), C);
+      be.embedding_backward(ids, slots, gated.data(), 0, N, C, out);  // out[token] += gated row
+    }
+    return moe_aux_loss(s.route, aux_, mb.norm, nullptr);
+  }
+
+  void backward(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate) override {
+    backward_held(slot, mb, x, dout, din, accumulate, nullptr);
+  }
+  // Not split: the whole backward runs in the input pass, and the saved activations are held in
+  // `later` until the weight pass, as the zero-bubble schedules' memory statement has them.
+  void backward_input(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                      DeferredGrads& later) override {
+    backward_held(slot, mb, x, dout, din, accumulate, &later);
+  }
+
+ private:
+  void backward_held(int slot, const Micro<T>& mb, const T* x, T* dout, T* din, bool accumulate,
+                     DeferredGrads* later) {
+    const int64_t R = mb.rows, N = R * this->S_, C = this->C_, slots = R * cap_;
+    Saved& s = saved_.at(slot);
+    auto& be = this->be_;
+    this->start_grads(accumulate);
+    // Experts: dout is d y; the gated rows' gradient is g * dy[token], the gate's dy[token] . ye.
+    Tensor<T> dln = this->work({N, C});
+    be.fill(dln.data(), T(0), N * C);
+    std::vector<double> dgate(static_cast<size_t>(E_ * slots));
+    for (int64_t e = 0; e < E_; ++e) {
+      const int32_t* ids = s.route.token.data() + e * slots;
+      Tensor<T> dye = this->work({slots, C}), dg = this->work({slots});
+      be.embedding_forward(ids, slots, dout, 0, N, C, dye.data(), false);
+      for (int64_t j = 0; j < slots; ++j)
+        be.gemm(Trans::no, Trans::yes, 1, 1, C, T(1), dye.data() + j * C, C, s.ye[e].data() + j * C, C, T(0),
+                dg.data() + j, 1);
+      std::vector<T> host(static_cast<size_t>(slots));
+      be.download(host.data(), dg.data(), slots);
+      for (int64_t j = 0; j < slots; ++j) {
+        dgate[e * slots + j] = static_cast<double>(host[j]);
+        be.scale(dye.data() + j * C, T(s.route.gate[e * slots + j]), C);
+      }
+      Tensor<T> da = this->work({slots, F_}), dxe = this->work({slots, C});
+      fc2_.backward(s.a[e].data(), this->pe(e, fc2_w), dye.data(), this->ge(e, fc2_w), this->ge(e, fc2_b), da.data(),
+                    slots, true);
+      be.gelu_backward(s.h[e].data(), da.data(), da.data(), slots * F_);
+      fc_.backward(s.xe[e].data(), this->pe(e, fc_w), da.data(), this->ge(e, fc_w), this->ge(e, fc_b), dxe.data(),
+                   slots, true);
+      be.embedding_backward(ids, slots, dxe.data(), 0, N, C, dln.data());
+      if (!later) s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
+    }
+    // Router: d logit of choice i = g_i (dg_i - sum_j g_j dg_j) over the token's k choices (a
+    // dropped choice's dg is 0); unchosen logits get none but the auxiliary loss's.
+    {
+      std::vector<double> dl(static_cast<size_t>(N * E_), 0.0);
+      moe_aux_loss(s.route, aux_, mb.norm, &dl);
+      for (int64_t t = 0; t < N; ++t) {
+        const int64_t* c = s.route.choice.data() + t * K_;
+        auto dg_of = [&](int64_t i) {
+          const int64_t at = s.route.slot[t * K_ + i];
+          return at < 0 ? 0.0 : dgate[c[i] * slots + at];
+        };
+        double mean = 0;
+        for (int64_t i = 0; i < K_; ++i) mean += s.route.softmax[t * K_ + i] * dg_of(i);
+        for (int64_t i = 0; i < K_; ++i) dl[t * E_ + c[i]] += s.route.softmax[t * K_ + i] * (dg_of(i) - mean);
+      }
+      const std::vector<T> host(dl.begin(), dl.end());
+      Tensor<T> dlogits = this->work({N, E_});
+      be.upload(dlogits.data(), host.data(), N * E_);
+      be.gemm(Trans::yes, Trans::no, C, E_, N, T(1), s.ln2.data(), C, dlogits.data(), E_, T(1), this->g(router_w), E_);
+      be.gemm(Trans::no, Trans::yes, N, C, E_, T(1), dlogits.data(), E_, this->p(router_w), E_, T(1), dln.data(), C);
+    }
+    // dout (d y) gains d x1 through ln2.
+    be.layernorm_backward(s.x1.data(), this->p(ln2_g), s.mean2.data(), s.rstd2.data(), dln.data(), dout,
+                          this->g(ln2_g), this->g(ln2_b), N, C);
+    // Attention half, as the GPT block's unsplit backward.
+    Tensor<T> dao = this->work({N, C}), dqkv = this->work({N, 3 * C});
+    proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
+    be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
+    qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
+    if (din) {
+      be.copy(din, dout, N * C);
+      be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
+                            this->g(ln1_b), N, C);
+    }
+    if (later) later->hold(std::move(s));
+    s = Saved{};
+  }
+
+ public:
+  // qkv, proj, the router and E experts of R*cap rows each; per slot a gate scale forward, a
+  // gate dot product and a scale backward; attention as the GPT block.
+  void compute(int64_t rows, ComputeWork& out) const override {
+    const int64_t N = rows * this->S_, S = this->S_, C = this->C_, RH = rows * H_, slots = rows * cap_;
+    for (const TpLinear<T>* l : {&qkv_, &proj_}) l->work(N, true, out);
+    out.gemm(N, E_, C, 3);
+    for (int64_t e = 0; e < E_; ++e)
+      for (const TpLinear<T>* l : {&fc_, &fc2_}) l->work(slots, true, out);
+    out.gemm(1, 1, C, E_ * slots);
+    out.gemm(S, S, D_, 2 * RH);
+    out.gemm(S, D_, S, 4 * RH);
+    out.elementwise += static_cast<double>(N) * 12.0 * C + 4.0 * static_cast<double>(RH * S * S) +
+                       static_cast<double>(E_ * slots) * (6.0 * C + 2.0 * F_);
+  }
+
+ private:
+  struct Saved {
+    Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2;
+    std::vector<Tensor<T>> xe, h, a, ye;
+    MoeRouting route;
+  };
+  T* pe(int64_t e, int t) const { return this->p(expert0 + per_expert * e + t); }
+  T* ge(int64_t e, int t) const { return this->g(expert0 + per_expert * e + t); }
+  int64_t H_, D_, F_, E_, K_, cap_;  // heads, head dim, MLP width 4C, experts, experts per token, capacity
+  double aux_;                        // the auxiliary loss's coefficient
+  TpLinear<T> qkv_, proj_, fc_, fc2_;
+  std::vector<Saved> saved_;
+};
+
 // Embedding, L transformer blocks, final LayerNorm + untied LM head; next-token loss.
 class GptKind final : public KindWithBlocks<GptKind> {
  public:
@@ -418,8 +643,140 @@ class GptKind final : public KindWithBlocks<GptKind> {
   }
 };
 
+
+// The GPT with MoeTransformer blocks: embedding, L MoE blocks, head.
+class MoeKind final : public KindWithBlocks<MoeKind> {
+ public:
+  std::string name() const override { return "moe"; }
+  int64_t num_params(const WorkloadSpec& w) const override {
+    const int64_t C = w.embd, F = 4 * C;
+    const int64_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + C * w.experts + w.experts * (2 * C * F + F + C);
+    return w.vocab * C + w.seq * C + w.layers * block + 2 * C + w.vocab * C;
+  }
+  // Per token: 6 FLOPs per weight of qkv and proj (4 C^2), the router (C E) and the head
+  // (C V); per sequence and block the experts' E * cap slots at 6 * 2 C F each (empty slots
+  // run too), the gate dot products (2 C per slot) and attention as the GPT's.
+  double flops_per_sample(const WorkloadSpec& w) const override {
+    const double C = static_cast<double>(w.embd), S = static_cast<double>(w.seq), L = static_cast<double>(w.layers),
+                 V = static_cast<double>(w.vocab), E = static_cast<double>(w.experts),
+                 slots = E * static_cast<double>(moe_capacity(w));
+    return S * 6.0 * ((4.0 * C * C + C * E) * L + C * V) + slots * L * (6.0 * 8.0 * C * C + 2.0 * C) +
+           12.0 * S * S * C * L;
+  }
+  int64_t positions(const WorkloadSpec& w) const override { return w.seq; }
+  int64_t layers(const WorkloadSpec& w) const override { return w.layers; }
+  int lead_blocks() const override { return 1; }
+  int64_t max_stages(const WorkloadSpec& w) const override { return w.layers + 2; }
+  std::pair<std::string, std::string> spec_problem(const WorkloadSpec& w) const override {
+    if (w.experts < 1) return {"experts", w.name + ": experts must be at least 1"};
+    if (w.top_k < 1 || w.top_k > w.experts)
+      return {"top_k", w.name + ": top_k " + std::to_string(w.top_k) + " must be in [1, experts " +
+                           std::to_string(w.experts) + "]"};
+    if (!(w.capacity_factor > 0)) return {"capacity_factor", w.name + ": capacity_factor must be positive"};
+    if (!(w.aux_loss >= 0)) return {"aux_loss", w.name + ": aux_loss must not be negative"};
+    return {};
+  }
+  std::string tp_problem(const WorkloadSpec& w, int tp) const override {
+    return "tp " + std::to_string(tp) + ": " + w.name +
+           "'s router and experts have no tensor-parallel split (and expert parallelism is not implemented); use tp 1";
+  }
+  bool reads_tokens() const override { return true; }
+  std::string note(const WorkloadSpec& w) const override {
+    return std::to_string(w.experts) + " experts, top " + std::to_string(w.top_k) + ", capacity " +
+           std::to_string(moe_capacity(w)) + " tokens per sequence" +
+           (w.aux_loss > 0 ? ", with the auxiliary loss" : "");
+  }
+  template <class T>
+  static std::vector<std::unique_ptr<Block<T>>> make_blocks(const WorkloadSpec& w, Backend<T>& be, MemoryTracker& mem,
+                                                            uint64_t seed, const ModelShard& shard) {
+    const auto [key, problem] = singleton<MoeKind>().spec_problem(w);
+    if (!key.empty()) throw ConfigError(problem);
+    std::vector<std::unique_ptr<Block<T>>> blocks;
+    blocks.push_back(std::make_unique<Embedding<T>>(w, shard, be, mem, seed));
+    for (int64_t l = 0; l < w.layers; ++l)
+      blocks.push_back(std::make_unique<MoeTransformer<T>>(l, w, shard, be, mem, seed));
+    blocks.push_back(std::make_unique<Head<T>>(w.layers, w, shard, be, mem, seed));
+    return blocks;
+  }
+};
+
 }  // namespace
 
 const WorkloadKind& gpt_kind() { return singleton<GptKind>(); }
+const WorkloadKind& moe_kind() { return singleton<MoeKind>(); }
+
+int64_t moe_capacity(const WorkloadSpec& w) {
+  if (w.experts < 1) return 0;
+  return static_cast<int64_t>(std::ceil(w.capacity_factor * static_cast<double>(w.seq * w.top_k) /
+                                        static_cast<double>(w.experts)));
+}
+
+int64_t MoeRouting::dropped() const {
+  return static_cast<int64_t>(std::count(slot.begin(), slot.end(), int64_t(-1)));
+}
+
+MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int64_t experts, int64_t top_k,
+                     int64_t capacity) {
+  const int64_t N = rows * seq, E = experts, K = top_k, slots = rows * capacity;
+  PTS_REQUIRE(static_cast<int64_t>(logits.size()) == N * E, "moe_route: logits are not [rows * seq, experts]");
+  PTS_REQUIRE(1 <= K && K <= E, "moe_route: top_k must be in [1, experts]");
+  MoeRouting r{rows, seq, E, K, capacity, std::move(logits), {}, {}, {}, {}, {}};
+  r.choice.resize(N * K), r.slot.assign(N * K, -1), r.softmax.resize(N * K), r.probs.resize(N * E);
+  r.token.assign(E * slots, -1), r.gate.assign(E * slots, 0.0);
+  std::vector<int64_t> order(E), used(E);
+  for (int64_t row = 0; row < rows; ++row) {
+    std::fill(used.begin(), used.end(), 0);
+    for (int64_t t = row * seq; t < (row + 1) * seq; ++t) {
+      const double* l = r.logits.data() + t * E;
+      for (int64_t e = 0; e < E; ++e) order[e] = e;
+      std::stable_sort(order.begin(), order.end(), [l](int64_t a, int64_t b) { return l[a] > l[b]; });
+      double denom = 0, all = 0;
+      for (int64_t i = 0; i < K; ++i) denom += std::exp(l[order[i]] - l[order[0]]);
+      for (int64_t e = 0; e < E; ++e) all += std::exp(l[e] - l[order[0]]);
+      for (int64_t e = 0; e < E; ++e) r.probs[t * E + e] = std::exp(l[e] - l[order[0]]) / all;
+      for (int64_t i = 0; i < K; ++i) {
+        const int64_t e = order[i], at = t * K + i;
+        r.choice[at] = e;
+        r.softmax[at] = std::exp(l[e] - l[order[0]]) / denom;
+        if (used[e] == capacity) continue;  // the expert is full for this sequence: dropped
+        const int64_t j = row * capacity + used[e]++;
+        r.slot[at] = j;
+        r.token[e * slots + j] = static_cast<int32_t>(t);
+        r.gate[e * slots + j] = r.softmax[at];
+      }
+    }
+  }
+  return r;
+}
+
+double moe_aux_loss(const MoeRouting& r, double coef, double norm, std::vector<double>* dlogits) {
+  if (coef == 0) return 0;
+  const int64_t S = r.seq, E = r.experts, K = r.top_k;
+  std::vector<double> f(E), P(E);
+  double sum = 0;
+  for (int64_t row = 0; row < r.rows; ++row) {
+    std::fill(f.begin(), f.end(), 0.0);
+    std::fill(P.begin(), P.end(), 0.0);
+    for (int64_t t = row * S; t < (row + 1) * S; ++t) {
+      for (int64_t i = 0; i < K; ++i) f[r.choice[t * K + i]] += 1.0 / static_cast<double>(S * K);
+      for (int64_t e = 0; e < E; ++e) P[e] += r.probs[t * E + e] / static_cast<double>(S);
+    }
+    double aux = 0;
+    for (int64_t e = 0; e < E; ++e) aux += f[e] * P[e];
+    sum += static_cast<double>(E) * aux;
+    if (!dlogits) continue;
+    // d/d probs[t,e] = coef E f[e] / (S norm); then through the softmax over all E.
+    for (int64_t t = row * S; t < (row + 1) * S; ++t) {
+      const double* p = r.probs.data() + t * E;
+      double mean = 0;
+      for (int64_t e = 0; e < E; ++e) mean += p[e] * f[e];
+      const double scale = coef * static_cast<double>(E) / (static_cast<double>(S) * norm);
+      for (int64_t e = 0; e < E; ++e) (*dlogits)[t * E + e] += scale * p[e] * (f[e] - mean);
+    }
+  }
+  return coef * sum / norm;
+}
+
+void set_moe_routing_tap(MoeRoutingTap tap) { routing_tap() = std::move(tap); }
 
 }  // namespace pts

@@ -8,7 +8,7 @@
 namespace pts {
 
 const WorkloadKind* find_kind(const std::string& name) {
-  static const std::vector<const WorkloadKind*> kinds = {&mlp_kind(), &gpt_kind()};
+  static const std::vector<const WorkloadKind*> kinds = {&mlp_kind(), &gpt_kind(), &moe_kind()};
   for (const WorkloadKind* k : kinds)
     if (k->name() == name) return k;
   return nullptr;
@@ -41,6 +41,13 @@ const std::vector<WorkloadSpec>& builtin_workloads() {
        2, 16, 8, 64},
       {"gpt-small", "gpt", "GPT L=8 H=4 C=256 S=128 V=256; the benchmark shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128,
        256},
+      {"moe-tiny", "moe",
+       "MoE GPT L=2 H=2 C=16 S=8 V=64, 4 experts, top 2, capacity factor 1.0 (4 slots; tokens drop)", 0, 0, 0, 0, 2,
+       2, 16, 8, 64, 4, 2, 1.0},
+      {"moe-tiny-aux", "moe", "moe-tiny with the load-balancing auxiliary loss, coefficient 0.1", 0, 0, 0, 0, 2, 2,
+       16, 8, 64, 4, 2, 1.0, 0.1},
+      {"moe-small", "moe", "MoE GPT L=8 H=4 C=256 S=128 V=256, 8 experts, top 2, capacity factor 1.25; the benchmark "
+       "shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128, 256, 8, 2, 1.25},
       {"gpt2-124m", "gpt", "GPT-2 small L=12 H=12 C=768 S=1024 V=50257, untied head; for clusters", 0, 0, 0, 0, 12, 12,
        768, 1024, 50257},
   };

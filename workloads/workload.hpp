@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend/backend.hpp"
@@ -21,12 +22,18 @@ class WorkloadKind;
 
 struct WorkloadSpec {
   std::string name;
-  std::string kind;  // "mlp" | "gpt": names the WorkloadKind below
+  std::string kind;  // "mlp" | "gpt" | "moe": names the WorkloadKind below
   std::string description;
   // mlp: input dim, hidden width, hidden layers, classes.
   int64_t in_dim = 0, width = 0, hidden_layers = 0, classes = 0;
   // gpt: layers L, heads H, embedding width C, sequence length S, vocabulary V.
   int64_t layers = 0, heads = 0, embd = 0, seq = 0, vocab = 0;
+  // moe (the gpt widths above, each block's MLP replaced): experts E, experts per token k,
+  // and the capacity factor: an expert takes ceil(capacity_factor * S * k / E) tokens of a sequence.
+  int64_t experts = 0, top_k = 0;
+  double capacity_factor = 0;
+  // moe: the load-balancing auxiliary loss's coefficient (0: none; see moe_aux_loss in gpt.hpp).
+  double aux_loss = 0;
   // What the kind decides (blocks, parameter count, pipeline and tp limits, data).
   const WorkloadKind& model_kind() const;
   int64_t num_params() const;
@@ -58,6 +65,9 @@ class WorkloadKind {
   virtual int lead_blocks() const { return 0; }
   virtual int64_t max_stages(const WorkloadSpec& w) const { return layers(w); }
   int64_t num_blocks(const WorkloadSpec& w) const { return lead_blocks() + layers(w) + 1; }
+  // What is wrong with the preset's own settings: the key and why ({"", ""} when nothing is),
+  // asked before anything runs.
+  virtual std::pair<std::string, std::string> spec_problem(const WorkloadSpec&) const { return {}; }
   // Why `tp` ranks cannot split this model ("" when they can).
   virtual std::string tp_problem(const WorkloadSpec& w, int tp) const = 0;
   // Data: whether it reads token streams (a `data` token file), and the input elements per
