@@ -59,6 +59,35 @@ class GptBlock : public Block<T> {
     return v[slot];
   }
 
+  // The attention half of a pre-LayerNorm block (the GPT's and the MoE's), with its
+  // parameters first: x1 = x + proj(attn(ln1(x))), and ln2(x1) for the block's second half.
+  enum { ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_g, ln2_b, attention_params };
+  struct AttentionSaved {
+    Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2;
+  };
+  void attention_forward(const TpLinear<T>& qkv, const TpLinear<T>& proj, int64_t heads, int64_t rows, const T* x,
+                         AttentionSaved& s) {
+    const int64_t N = rows * S_, C = C_, width = proj.in(), D = width / heads;
+    s.ln1 = act({N, C}), s.mean1 = act({N}), s.rstd1 = act({N});
+    be_.layernorm_forward(x, p(ln1_g), p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
+    s.qkv = act({N, 3 * width});
+    qkv.forward(s.ln1.data(), p(qkv_w), p(qkv_b), s.qkv.data(), N);
+    s.att = act({rows, heads, S_, S_});
+    s.ao = act({N, width});
+    be_.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), rows, S_, heads, D);
+    s.x1 = act({N, C});
+    proj.forward(s.ao.data(), p(proj_w), p(proj_b), s.x1.data(), N);
+    be_.add(s.x1.data(), x, N * C);
+    s.ln2 = act({N, C}), s.mean2 = act({N}), s.rstd2 = act({N});
+    be_.layernorm_forward(s.x1.data(), p(ln2_g), p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N, C, kLnEps);
+  }
+  // The input gradient through ln1 and the residual: din = dout + ln1'(dln).
+  void attention_input_grad(const T* x, const AttentionSaved& s, const T* dout, const T* dln, T* din, int64_t N) {
+    if (!din) return;
+    be_.copy(din, dout, N * C_);
+    be_.layernorm_backward(x, p(ln1_g), s.mean1.data(), s.rstd1.data(), dln, din, g(ln1_g), g(ln1_b), N, C_);
+  }
+
   Backend<T>& be_;
   MemoryTracker& mem_;
   uint64_t seed_;
@@ -115,7 +144,9 @@ class Embedding final : public GptBlock<T> {
 // One pre-LayerNorm transformer block.
 template <class T>
 class Transformer final : public GptBlock<T> {
-  enum { ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_g, ln2_b, fc_w, fc_b, fc2_w, fc2_b };
+  using GptBlock<T>::ln1_g, GptBlock<T>::ln1_b, GptBlock<T>::qkv_w, GptBlock<T>::qkv_b, GptBlock<T>::proj_w,
+      GptBlock<T>::proj_b, GptBlock<T>::ln2_g, GptBlock<T>::ln2_b;
+  enum { fc_w = GptBlock<T>::attention_params, fc_b, fc2_w, fc2_b };
 
  public:
   Transformer(int64_t layer, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
@@ -162,19 +193,7 @@ class Transformer final : public GptBlock<T> {
     const int64_t R = mb.rows, N = R * this->S_, C = this->C_;
     Saved& s = this->slot_of(saved_, slot);
     auto& be = this->be_;
-    s.ln1 = this->act({N, C}), s.mean1 = this->act({N}), s.rstd1 = this->act({N});
-    be.layernorm_forward(x, this->p(ln1_g), this->p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
-    s.qkv = this->act({N, 3 * Cl_});
-    qkv_.forward(s.ln1.data(), this->p(qkv_w), this->p(qkv_b), s.qkv.data(), N);
-    s.att = this->act({R, H_, this->S_, this->S_});
-    s.ao = this->act({N, Cl_});
-    be.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), R, this->S_, H_, D_);
-    s.x1 = this->act({N, C});
-    proj_.forward(s.ao.data(), this->p(proj_w), this->p(proj_b), s.x1.data(), N);
-    be.add(s.x1.data(), x, N * C);
-    s.ln2 = this->act({N, C}), s.mean2 = this->act({N}), s.rstd2 = this->act({N});
-    be.layernorm_forward(s.x1.data(), this->p(ln2_g), this->p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N,
-                         C, kLnEps);
+    this->attention_forward(qkv_, proj_, H_, R, x, s);
     s.h = this->act({N, Fl_}), s.a = this->act({N, Fl_});
     fc_.forward(s.ln2.data(), this->p(fc_w), this->p(fc_b), s.h.data(), N);
     be.gelu_forward(s.h.data(), s.a.data(), N * Fl_);
@@ -213,8 +232,8 @@ class Transformer final : public GptBlock<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2, h, a;
+  struct Saved : GptBlock<T>::AttentionSaved {
+    Tensor<T> h, a;
   };
   // The backward, whole (later null) or split. Gradients start from zero (start_grads), so
   // the layers accumulate.
@@ -252,11 +271,7 @@ class Transformer final : public GptBlock<T> {
     linear(proj_, proj_w, proj_b, s.ao.data(), dout, dao.data(), {});
     be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
     linear(qkv_, qkv_w, qkv_b, s.ln1.data(), dqkv.data(), dln.data(), dqkv);
-    if (din) {
-      be.copy(din, dout, N * C);
-      be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
-                            this->g(ln1_b), N, C);
-    }
+    this->attention_input_grad(x, s, dout, dln.data(), din, N);
     if (later) later->hold(std::move(s));
     s = Saved{};
   }
@@ -396,7 +411,9 @@ MoeRoutingTap& routing_tap() {
 // gather and scatter of rows use the backend's embedding lookup and scatter-add.
 template <class T>
 class MoeTransformer final : public GptBlock<T> {
-  enum { ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_g, ln2_b, router_w, expert0 };
+  using GptBlock<T>::ln1_g, GptBlock<T>::ln1_b, GptBlock<T>::qkv_w, GptBlock<T>::qkv_b, GptBlock<T>::proj_w,
+      GptBlock<T>::proj_b, GptBlock<T>::ln2_g, GptBlock<T>::ln2_b;
+  enum { router_w = GptBlock<T>::attention_params, expert0 };
   enum { fc_w, fc_b, fc2_w, fc2_b, per_expert };
 
  public:
@@ -449,19 +466,7 @@ class MoeTransformer final : public GptBlock<T> {
     const int64_t R = mb.rows, N = R * this->S_, C = this->C_, slots = R * cap_;
     Saved& s = this->slot_of(saved_, slot);
     auto& be = this->be_;
-    s.ln1 = this->act({N, C}), s.mean1 = this->act({N}), s.rstd1 = this->act({N});
-    be.layernorm_forward(x, this->p(ln1_g), this->p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
-    s.qkv = this->act({N, 3 * C});
-    qkv_.forward(s.ln1.data(), this->p(qkv_w), this->p(qkv_b), s.qkv.data(), N);
-    s.att = this->act({R, H_, this->S_, this->S_});
-    s.ao = this->act({N, C});
-    be.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), R, this->S_, H_, D_);
-    s.x1 = this->act({N, C});
-    proj_.forward(s.ao.data(), this->p(proj_w), this->p(proj_b), s.x1.data(), N);
-    be.add(s.x1.data(), x, N * C);
-    s.ln2 = this->act({N, C}), s.mean2 = this->act({N}), s.rstd2 = this->act({N});
-    be.layernorm_forward(s.x1.data(), this->p(ln2_g), this->p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N,
-                         C, kLnEps);
+    this->attention_forward(qkv_, proj_, H_, R, x, s);
     {
       Tensor<T> logits = this->work({N, E_});
       be.gemm(Trans::no, Trans::no, N, E_, C, T(1), s.ln2.data(), C, this->p(router_w), E_, T(0), logits.data(), E_);
@@ -560,11 +565,7 @@ class MoeTransformer final : public GptBlock<T> {
     proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
     be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
     qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
-    if (din) {
-      be.copy(din, dout, N * C);
-      be.layernorm_backward(x, this->p(ln1_g), s.mean1.data(), s.rstd1.data(), dln.data(), din, this->g(ln1_g),
-                            this->g(ln1_b), N, C);
-    }
+    this->attention_input_grad(x, s, dout, dln.data(), din, N);
     if (later) later->hold(std::move(s));
     s = Saved{};
   }
@@ -586,8 +587,7 @@ class MoeTransformer final : public GptBlock<T> {
   }
 
  private:
-  struct Saved {
-    Tensor<T> ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2;
+  struct Saved : GptBlock<T>::AttentionSaved {
     std::vector<Tensor<T>> xe, h, a, ye;
     MoeRouting route;
   };
@@ -720,7 +720,8 @@ MoeRouting moe_route(std::vector<double> logits, int64_t rows, int64_t seq, int6
   const int64_t N = rows * seq, E = experts, K = top_k, slots = rows * capacity;
   PTS_REQUIRE(static_cast<int64_t>(logits.size()) == N * E, "moe_route: logits are not [rows * seq, experts]");
   PTS_REQUIRE(1 <= K && K <= E, "moe_route: top_k must be in [1, experts]");
-  MoeRouting r{rows, seq, E, K, capacity, std::move(logits), {}, {}, {}, {}, {}};
+  MoeRouting r;
+  r.rows = rows, r.seq = seq, r.experts = E, r.top_k = K, r.capacity = capacity, r.logits = std::move(logits);
   r.choice.resize(N * K), r.slot.assign(N * K, -1), r.softmax.resize(N * K), r.probs.resize(N * E);
   r.token.assign(E * slots, -1), r.gate.assign(E * slots, 0.0);
   std::vector<int64_t> order(E), used(E);
