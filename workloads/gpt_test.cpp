@@ -8,17 +8,13 @@
 #include "core/optimizer.hpp"
 #include "workloads/data.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/test_util.hpp"
 
 namespace pts {
 namespace {
 
 // Small enough to sweep every parameter by finite differences.
 WorkloadSpec fd_gpt() { return {"fd", "gpt", "", 0, 0, 0, 0, 2, 2, 8, 5, 11}; }
-
-std::vector<double> grads_of(Model<double>& m) {
-  std::vector<double> g(m.grads().data(), m.grads().data() + m.num_params());
-  return g;
-}
 
 TEST(Gpt, ParameterCounts) {
   const WorkloadSpec& g2 = *find_workload("gpt2-124m");
@@ -64,53 +60,7 @@ TEST(Gpt, GradientsMatchFiniteDifferences) {
   }
 }
 
-// Two microbatches accumulated (each normalised by the whole batch) give the whole batch's
-// gradient; the same two stages run one after the other give the whole model's.
-TEST(Gpt, MicrobatchesAndStagesEqualTheWholeBatch) {
-  const WorkloadSpec w = fd_gpt();
-  MemoryTracker mem;
-  auto be = make_cpu_backend<double>();
-  const int64_t rows = 4;
-  DataSource data(w, 9);
-  Batch<double> b = make_batch<double>(w, mem, rows);
-  data.fill(2, rows, 0, rows, b, *be);
-  auto whole = make_model<double>(w, *be, mem, 9);
-  const double loss = whole->forward_backward(b, rows);
-  const std::vector<double> g = grads_of(*whole);
-
-  auto acc = make_model<double>(w, *be, mem, 9);
-  double loss2 = 0;
-  for (int k = 0; k < 2; ++k) {
-    Micro<double> mb{&b, 2 * k, 2, double(rows)};
-    loss2 += acc->forward(k, mb, nullptr, nullptr);
-    acc->backward(k, mb, nullptr, nullptr, {}, k > 0);
-  }
-  EXPECT_NEAR(loss2, loss, 1e-14);
-  std::vector<double> g2 = grads_of(*acc);
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g2[i], g[i], 1e-14 * (1 + std::abs(g[i]))) << i;
-
-  // Stage 0: embedding + block 0; stage 1: block 1 + head.
-  ModelShard s0, s1;
-  s0.end_block = 2;
-  s1.first_block = 2;
-  auto m0 = make_model<double>(w, *be, mem, 9, {}, s0);
-  auto m1 = make_model<double>(w, *be, mem, 9, {}, s1);
-  ASSERT_EQ(m0->num_params() + m1->num_params(), w.num_params());
-  EXPECT_EQ(m1->in_per_row(), w.seq * w.embd);
-  Micro<double> mb{&b, 0, rows, double(rows)};
-  std::vector<double> act(rows * m0->out_per_row()), dact(act.size());
-  m0->forward(0, mb, nullptr, act.data());
-  const double loss3 = m1->forward(0, mb, act.data(), nullptr);
-  m1->backward(0, mb, nullptr, dact.data());
-  m0->backward(0, mb, dact.data(), nullptr);
-  EXPECT_EQ(loss3, loss);
-  // Stage parameters sit at their canonical offsets.
-  std::vector<double> joined(w.num_params());
-  for (auto* m : {m0.get(), m1.get()})
-    for (const Segment& sg : m->segments())
-      for (int64_t i = 0; i < sg.count; ++i) joined[sg.canonical + i] = m->grads()[sg.local + i];
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(joined[i], g[i]) << i;
-}
+TEST(Gpt, MicrobatchesAndStagesEqualTheWholeBatch) { expect_microbatches_and_stages_equal_whole_batch(fd_gpt()); }
 
 TEST(Gpt, LossFallsOnTheMarkovStream) {
   const WorkloadSpec& w = *find_workload("gpt-tiny");

@@ -9,6 +9,7 @@
 
 #include "workloads/data.hpp"
 #include "workloads/gpt.hpp"
+#include "workloads/test_util.hpp"
 
 namespace pts {
 namespace {
@@ -16,10 +17,6 @@ namespace {
 // Small enough to sweep every parameter by finite differences; capacity ceil(0.75 * 5 * 2 / 3)
 // = 3 slots of 5 tokens, so some assignments drop.
 WorkloadSpec fd_moe() { return {"fd-moe", "moe", "", 0, 0, 0, 0, 2, 2, 4, 5, 7, 3, 2, 0.75}; }
-
-std::vector<double> grads_of(Model<double>& m) {
-  return std::vector<double>(m.grads().data(), m.grads().data() + m.num_params());
-}
 
 TEST(Moe, ParameterCounts) {
   const WorkloadSpec w = fd_moe();
@@ -207,49 +204,7 @@ TEST(Moe, Deterministic) {
   EXPECT_EQ(run(), run());
 }
 
-// Capacity is per sequence, so two microbatches accumulated and two pipeline stages give the
-// whole batch's loss and gradients.
-TEST(Moe, MicrobatchesAndStagesEqualTheWholeBatch) {
-  const WorkloadSpec w = fd_moe();
-  MemoryTracker mem;
-  auto be = make_cpu_backend<double>();
-  const int64_t rows = 4;
-  DataSource data(w, 9);
-  Batch<double> b = make_batch<double>(w, mem, rows);
-  data.fill(2, rows, 0, rows, b, *be);
-  auto whole = make_model<double>(w, *be, mem, 9);
-  const double loss = whole->forward_backward(b, rows);
-  const std::vector<double> g = grads_of(*whole);
-
-  auto acc = make_model<double>(w, *be, mem, 9);
-  double loss2 = 0;
-  for (int k = 0; k < 2; ++k) {
-    Micro<double> mb{&b, 2 * k, 2, double(rows)};
-    loss2 += acc->forward(k, mb, nullptr, nullptr);
-    acc->backward(k, mb, nullptr, nullptr, {}, k > 0);
-  }
-  EXPECT_NEAR(loss2, loss, 1e-14);
-  const std::vector<double> g2 = grads_of(*acc);
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g2[i], g[i], 1e-14 * (1 + std::abs(g[i]))) << i;
-
-  ModelShard s0, s1;
-  s0.end_block = 2;
-  s1.first_block = 2;
-  auto m0 = make_model<double>(w, *be, mem, 9, {}, s0);
-  auto m1 = make_model<double>(w, *be, mem, 9, {}, s1);
-  ASSERT_EQ(m0->num_params() + m1->num_params(), w.num_params());
-  Micro<double> mb{&b, 0, rows, double(rows)};
-  std::vector<double> act(rows * m0->out_per_row()), dact(act.size());
-  m0->forward(0, mb, nullptr, act.data());
-  EXPECT_EQ(m1->forward(0, mb, act.data(), nullptr), loss);
-  m1->backward(0, mb, nullptr, dact.data());
-  m0->backward(0, mb, dact.data(), nullptr);
-  std::vector<double> joined(w.num_params());
-  for (auto* m : {m0.get(), m1.get()})
-    for (const Segment& sg : m->segments())
-      for (int64_t i = 0; i < sg.count; ++i) joined[sg.canonical + i] = m->grads()[sg.local + i];
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(joined[i], g[i]) << i;
-}
+TEST(Moe, MicrobatchesAndStagesEqualTheWholeBatch) { expect_microbatches_and_stages_equal_whole_batch(fd_moe()); }
 
 // What forward saves is exactly saved_bytes: the activation peak of one forward equals the
 // model's statement.
