@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/error.hpp"
 #include "core/memory.hpp"
 
 namespace pts {
@@ -83,6 +84,26 @@ class Backend {
   // dqkv[B,S,3*H*D] (overwritten) from dout[B,S,H*D], the saved att and qkv.
   virtual void attention_backward(const T* qkv, const T* att, const T* dout, T* dqkv, int64_t batch, int64_t seq,
                                   int64_t heads, int64_t head_dim) = 0;
+  // The masked row softmax inside attention, also on its own for context parallelism (a
+  // rank holding query positions first .. first + period - 1 of every sequence). Score rows
+  // x[rows, cols] (ld = cols) come in matrices of `period` queries, one per (sequence, head);
+  // row i's query sits at position first + i % period and sees the keys
+  //   j <= lim(i) = min(first + i % period, cols - 1)    (every key when period = 0).
+  // In place: x[i, j<=lim] = softmax over those entries (row max subtracted), x[i, j>lim] = 0
+  // exactly. attention_forward's is causal_softmax(att, B*H*S, S, S, 0). A negative period
+  // or first throws Error.
+  virtual void causal_softmax(T* x, int64_t rows, int64_t cols, int64_t period, int64_t first) = 0;
+  // Its backward, in place over ds[rows, cols] (leading dimension ld_ds) with the
+  // probabilities p[rows, cols] (ld_p), lim(i) as above; columns cols .. ld-1 are neither read
+  // nor written. ds holds dP on entry and, on exit, dS, the gradient of the softmax input
+  // (unscaled):
+  //   dS[i,j] = P[i,j] * (dP[i,j] - d_i) for j <= lim(i), exact 0 above,
+  //   d_i = dot[i] when dot is given, else sum_{j<=lim} dP[i,j] P[i,j].
+  // Context parallelism gives dot = rowsum(dO * O), which equals that sum, because a row's
+  // dP arrives in blocks of keys. attention_backward's is
+  // softmax_backward(att, S, dP, S, nullptr, B*H*S, S, S, 0).
+  virtual void softmax_backward(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t rows,
+                                int64_t cols, int64_t period, int64_t first) = 0;
   // Row lookup in a table holding rows [v_begin, v_begin + v_count) of an embedding:
   // out[r,:] (+)= table[ids[r] - v_begin, :] when ids[r] is in range, else (+)= 0.
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin,
@@ -125,6 +146,13 @@ class Backend {
   //   p -= lr * (m / (1-b1^t) / (sqrt(v / (1-b2^t)) + eps) + wd * p).
   virtual void adamw(T* p, const T* g, T* m, T* v, int64_t n, const AdamParams& o, int64_t t) = 0;
 };
+
+// What every backend's causal_softmax and softmax_backward check of their mask.
+inline void check_softmax_mask(const char* op, int64_t period, int64_t first) {
+  if (period < 0 || first < 0)
+    throw Error(std::string(op) + ": period = " + std::to_string(period) + ", first = " + std::to_string(first) +
+                "; both must be >= 0 (period 0: no mask)");
+}
 
 // The OpenBLAS CPU backend; its tensors come from `allocator` (a test gives it an arena).
 template <class T>

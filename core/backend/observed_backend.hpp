@@ -96,6 +96,15 @@ class ObservedBackend final : public Backend<T> {
     Scope s(obs_, "attention_backward", {qkv, att, dout, dqkv}, {});
     in_->attention_backward(d(qkv), d(att), d(dout), d(dqkv), batch, seq, heads, head_dim);
   }
+  void causal_softmax(T* x, int64_t rows, int64_t cols, int64_t period, int64_t first) override {
+    Scope s(obs_, "causal_softmax", {x}, {});
+    in_->causal_softmax(d(x), rows, cols, period, first);
+  }
+  void softmax_backward(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t rows, int64_t cols,
+                        int64_t period, int64_t first) override {
+    Scope s(obs_, "softmax_backward", {p, ds, dot}, {});
+    in_->softmax_backward(d(p), ld_p, d(ds), ld_ds, d(dot), rows, cols, period, first);
+  }
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
                          int64_t n, T* out, bool accumulate) override {
     Scope s(obs_, "embedding_forward", {table, out}, {ids});

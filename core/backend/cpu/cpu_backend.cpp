@@ -226,7 +226,7 @@ class CpuBackend final : public Backend<T> {
         const T* v = q + 2 * HD;
         T* p = att + (b * heads + h) * S * S;
         gemm(Trans::no, Trans::yes, S, S, D, scale, q, ld, k, ld, T(0), p, S);
-        for (int64_t i = 0; i < S; ++i) causal_softmax_row(p + i * S, i, S);
+        causal_softmax(p, S, S, S, 0);
         gemm(Trans::no, Trans::no, S, D, S, T(1), p, S, v, ld, T(0), out + b * S * HD + h * D, HD);
       }
   }
@@ -254,16 +254,40 @@ class CpuBackend final : public Backend<T> {
         const T* dout_bh = dout + b * S * HD + h * D;
         gemm(Trans::yes, Trans::no, S, D, S, T(1), p, S, dout_bh, HD, T(0), dv, ld);
         gemm(Trans::no, Trans::yes, S, S, D, T(1), dout_bh, HD, v, ld, T(0), ds.data(), S);
-        for (int64_t i = 0; i < S; ++i) {
-          const T* pi = p + i * S;
-          T* di = ds.data() + i * S;
-          const T dot = reduce_lanes(i + 1, T(0), [&](int64_t j) { return di[j] * pi[j]; }, std::plus<T>());
-          for (int64_t j = 0; j <= i; ++j) di[j] = pi[j] * (di[j] - dot);
-          std::fill(di + i + 1, di + S, T(0));
-        }
+        softmax_backward(p, S, ds.data(), S, nullptr, S, S, S, 0);
         gemm(Trans::no, Trans::no, S, D, S, scale, ds.data(), S, k, ld, T(0), dq, ld);
         gemm(Trans::yes, Trans::no, S, D, S, scale, ds.data(), S, q, ld, T(0), dk, ld);
       }
+  }
+
+  // Row by row; the exp loop is separate from the sum so that it vectorises for float.
+  void causal_softmax(T* x, int64_t rows, int64_t cols, int64_t period, int64_t first) override {
+    check_softmax_mask("causal_softmax", period, first);
+    if (cols == 0) return;
+    for (int64_t i = 0; i < rows; ++i) {
+      T* row = x + i * cols;
+      const int64_t lim = last_key(i, cols, period, first);
+      const T mx = reduce_lanes(lim + 1, row[0], [&](int64_t j) { return row[j]; }, max_of<T>);
+      for (int64_t j = 0; j <= lim; ++j) row[j] = exp_of(row[j] - mx);
+      const T sum = reduce_lanes(lim + 1, T(0), [&](int64_t j) { return row[j]; }, std::plus<T>());
+      const T inv = T(1) / sum;
+      for (int64_t j = 0; j <= lim; ++j) row[j] *= inv;
+      std::fill(row + lim + 1, row + cols, T(0));
+    }
+  }
+
+  void softmax_backward(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t rows, int64_t cols,
+                        int64_t period, int64_t first) override {
+    check_softmax_mask("softmax_backward", period, first);
+    if (cols == 0) return;
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* pi = p + i * ld_p;
+      T* di = ds + i * ld_ds;
+      const int64_t lim = last_key(i, cols, period, first);
+      const T d = dot ? dot[i] : reduce_lanes(lim + 1, T(0), [&](int64_t j) { return di[j] * pi[j]; }, std::plus<T>());
+      for (int64_t j = 0; j <= lim; ++j) di[j] = pi[j] * (di[j] - d);
+      std::fill(di + lim + 1, di + cols, T(0));
+    }
   }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
@@ -378,16 +402,9 @@ class CpuBackend final : public Backend<T> {
   std::string name_;
   Allocator& allocator_;
 
-  // Row i of the [S,S] scores in place: softmax over keys 0..i with the row max subtracted,
-  // exact zeros for the masked keys i+1..S-1. The exp loop is separate from the sum so that
-  // it vectorises for float.
-  static void causal_softmax_row(T* row, int64_t i, int64_t S) {
-    const T mx = reduce_lanes(i + 1, row[0], [&](int64_t j) { return row[j]; }, max_of<T>);
-    for (int64_t j = 0; j <= i; ++j) row[j] = exp_of(row[j] - mx);
-    const T sum = reduce_lanes(i + 1, T(0), [&](int64_t j) { return row[j]; }, std::plus<T>());
-    const T inv = T(1) / sum;
-    for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
-    std::fill(row + i + 1, row + S, T(0));
+  // The last key row i of a masked softmax sees (Backend::causal_softmax).
+  static int64_t last_key(int64_t i, int64_t cols, int64_t period, int64_t first) {
+    return std::min(period > 0 ? first + i % period : cols - 1, cols - 1);
   }
 };
 

@@ -6,12 +6,14 @@
 // Tolerances. Reference comparisons: |got - ref| <= tol(T) * max(1, |ref|), tol = 1e-12 for
 // double and 1e-5 for float. The inputs are O(1) and no op sums more than ~70 terms, so the
 // rounding error is at most ~100 eps(T) of the O(1) term magnitudes: 2e-14 (double) and
-// 1e-5 > 6e-6 (float). Finite differences (double only): h = 1e-5, truncation h^2/6 |f'''|
+// 1e-5 > 6e-6 (float). softmax_backward is compared bitwise, on inputs crafted to make every
+// product and sum exact. Finite differences (double only): h = 1e-5, truncation h^2/6 |f'''|
 // ~ 1e-10 and rounding eps |L| / h ~ 1e-10, tolerance 1e-6.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -372,6 +374,161 @@ TEST(TransformerOpsDouble, AttentionGradientMatchesFiniteDifferences) {
       EXPECT_NEAR(dqkv[i], (loss(xp) - loss(xm)) / (xp[i] - xm[i]), kFdTol) << "element " << i;
     }
   }
+}
+
+// ---- masked softmax: attention's, and context parallelism's pieces of it ---------------
+
+// Backend::causal_softmax's mask written out: the last key row i sees.
+int64_t last_key(int64_t i, int64_t cols, int64_t period, int64_t first) {
+  return period == 0 ? cols - 1 : std::min(first + i % period, cols - 1);
+}
+
+struct MaskCase {
+  int64_t rows, cols, period, first;
+  int64_t ld_p, ld_ds;  // softmax_backward's leading dimensions (>= cols)
+};
+// Attention's own square (period = S, first = 0); repeated matrices (period < rows); a
+// shard of queries further down the sequence (first > 0); limits clamped at the last key
+// (first + period > cols) and a block wholly in the past (first >= cols); rows longer than
+// reduce_lanes' 16 lanes; no mask (period 0, first then ignored). The backward reads p and
+// ds with leading dimensions wider than cols in most of them.
+constexpr MaskCase kMaskCases[] = {{6, 6, 6, 0, 6, 6}, {12, 5, 3, 0, 7, 5}, {8, 9, 4, 5, 9, 12}, {10, 7, 5, 4, 8, 9},
+                                   {6, 4, 3, 10, 4, 6}, {6, 37, 3, 30, 40, 37}, {5, 6, 0, 0, 6, 8}, {4, 6, 0, 3, 9, 6}};
+
+testing::Message describe(const MaskCase& c) {
+  return testing::Message() << "rows " << c.rows << " cols " << c.cols << " period " << c.period << " first "
+                            << c.first << " ld_p " << c.ld_p << " ld_ds " << c.ld_ds;
+}
+
+// The visible entries against the float64 softmax of the same inputs; the masked ones must be
+// exact zeros whatever the scores held there.
+TYPED_TEST(TransformerOpsTest, CausalSoftmaxMatchesNaiveWithMask) {
+  using T = TypeParam;
+  uint64_t stream = 900;
+  for (const MaskCase& c : kMaskCases) {
+    SCOPED_TRACE(describe(c));
+    auto x = as<T>(reals(++stream, c.rows * c.cols + 1, -3, 3));  // one sentinel past the end
+    const auto x0 = x;
+    this->be->causal_softmax(x.data(), c.rows, c.cols, c.period, c.first);
+    EXPECT_EQ(x[c.rows * c.cols], x0[c.rows * c.cols]) << "wrote past rows*cols";
+    for (int64_t i = 0; i < c.rows; ++i) {
+      const int64_t lim = last_key(i, c.cols, c.period, c.first);
+      double mx = x0[i * c.cols], sum = 0;
+      for (int64_t j = 0; j <= lim; ++j) mx = std::max(mx, double(x0[i * c.cols + j]));
+      for (int64_t j = 0; j <= lim; ++j) sum += std::exp(double(x0[i * c.cols + j]) - mx);
+      for (int64_t j = 0; j < c.cols; ++j) {
+        const T got = x[i * c.cols + j];
+        if (j > lim) {
+          EXPECT_EQ(got, T(0)) << "masked " << i << "," << j;
+        } else {
+          const double ref = std::exp(double(x0[i * c.cols + j]) - mx) / sum;
+          EXPECT_NEAR(double(got), ref, this->bound(ref)) << i << "," << j;
+        }
+      }
+    }
+  }
+}
+
+// Inputs that make every product and sum exact in float and double in any order: P in
+// multiples of 1/8 in [-1, 1], dP and dot integers in [-8, 8] (|sums| <= 37 * 8 needs 12
+// bits). So dS must equal the float64 reference bit for bit, with dot given and with it
+// computed. P and dP are non-zero above the mask (a backend reading them there shows), the
+// padding past cols is NaN in P and a sentinel in dS (never read, never written).
+TYPED_TEST(TransformerOpsTest, SoftmaxBackwardExactWithMaskLeadingDimensionsAndDot) {
+  using T = TypeParam;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  uint64_t stream = 950;
+  for (const MaskCase& c : kMaskCases)
+    for (bool given : {false, true}) {
+      SCOPED_TRACE(describe(c) << (given ? " dot given" : " dot computed"));
+      std::vector<T> p(c.rows * c.ld_p, nan), ds(c.rows * c.ld_ds, T(-99));
+      const auto p8 = ints(++stream, c.rows * c.cols, 8), dp = ints(++stream, c.rows * c.cols, 8),
+                 dots = ints(++stream, c.rows, 8);
+      for (int64_t i = 0; i < c.rows; ++i)
+        for (int64_t j = 0; j < c.cols; ++j) {
+          p[i * c.ld_p + j] = T(p8[i * c.cols + j] / 8);
+          ds[i * c.ld_ds + j] = T(dp[i * c.cols + j]);
+        }
+      const auto p0 = p, ds0 = ds;
+      const std::vector<T> dot = as<T>(dots);
+      this->be->softmax_backward(p.data(), c.ld_p, ds.data(), c.ld_ds, given ? dot.data() : nullptr, c.rows,
+                                 c.cols, c.period, c.first);
+      EXPECT_EQ(std::memcmp(p.data(), p0.data(), p.size() * sizeof(T)), 0) << "p was written";
+      for (int64_t i = 0; i < c.rows; ++i) {
+        const int64_t lim = last_key(i, c.cols, c.period, c.first);
+        double sum = 0;
+        for (int64_t j = 0; j <= lim; ++j) sum += double(ds0[i * c.ld_ds + j]) * double(p0[i * c.ld_p + j]);
+        const double d = given ? dots[i] : sum;
+        for (int64_t j = 0; j < c.ld_ds; ++j) {
+          const double ref = j >= c.cols ? double(ds0[i * c.ld_ds + j])
+                             : j > lim   ? 0.0
+                                         : double(p0[i * c.ld_p + j]) * (double(ds0[i * c.ld_ds + j]) - d);
+          EXPECT_EQ(double(ds[i * c.ld_ds + j]), ref) << i << "," << j;
+        }
+      }
+    }
+}
+
+// attention_forward's probabilities are its scaled scores through causal_softmax with
+// period S and first 0, bit for bit (one softmax implementation, not two).
+TYPED_TEST(TransformerOpsTest, AttentionSoftmaxIsCausalSoftmax) {
+  using T = TypeParam;
+  const AttnShape a{2, 7, 3, 4};
+  auto qkv = as<T>(reals(980, a.qkv_size(), -2, 2));
+  std::vector<T> out(a.out_size()), att(a.att_size()), scores(a.att_size());
+  this->be->attention_forward(qkv.data(), out.data(), att.data(), a.B, a.S, a.H, a.D);
+  const int64_t ld = 3 * a.H * a.D;
+  for (int64_t b = 0; b < a.B; ++b)
+    for (int64_t h = 0; h < a.H; ++h) {
+      const T* q = qkv.data() + a.qkv_at(b, 0, 0, h, 0);
+      this->be->gemm(Trans::no, Trans::yes, a.S, a.S, a.D, static_cast<T>(1.0 / std::sqrt(double(a.D))), q, ld,
+                     q + a.H * a.D, ld, T(0), scores.data() + a.att_at(b, h, 0, 0), a.S);
+    }
+  this->be->causal_softmax(scores.data(), a.B * a.H * a.S, a.S, a.S, 0);
+  EXPECT_EQ(std::memcmp(scores.data(), att.data(), att.size() * sizeof(T)), 0);
+}
+
+// Context parallelism's use: the queries of every (sequence, head) split into shards of P
+// consecutive positions, shard r holding rows first = r * P .. first + P - 1 of each [S,S]
+// matrix as one [B*H*P, S] block. Each shard's causal_softmax (period P, first) and
+// softmax_backward (dot computed) give exactly the full matrices' rows.
+TYPED_TEST(TransformerOpsTest, QueryShardsMatchTheFullCausalSoftmax) {
+  using T = TypeParam;
+  const int64_t mats = 3, S = 12;  // B*H = 3 matrices
+  const auto x0 = as<T>(reals(990, mats * S * S, -3, 3)), dp0 = as<T>(reals(991, mats * S * S, -1, 1));
+  auto full = x0, dfull = dp0;
+  this->be->causal_softmax(full.data(), mats * S, S, S, 0);
+  this->be->softmax_backward(full.data(), S, dfull.data(), S, nullptr, mats * S, S, S, 0);
+  for (int64_t P : {1, 4, 6}) {
+    for (int64_t first = 0; first < S; first += P) {
+      SCOPED_TRACE(testing::Message() << "shard of " << P << " queries from " << first);
+      std::vector<T> x(mats * P * S), dp(mats * P * S);
+      for (int64_t m = 0; m < mats; ++m)
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < S; ++j) {
+            x[(m * P + i) * S + j] = x0[(m * S + first + i) * S + j];
+            dp[(m * P + i) * S + j] = dp0[(m * S + first + i) * S + j];
+          }
+      this->be->causal_softmax(x.data(), mats * P, S, P, first);
+      this->be->softmax_backward(x.data(), S, dp.data(), S, nullptr, mats * P, S, P, first);
+      for (int64_t m = 0; m < mats; ++m)
+        for (int64_t i = 0; i < P; ++i)
+          for (int64_t j = 0; j < S; ++j) {
+            const int64_t at = (m * P + i) * S + j, full_at = (m * S + first + i) * S + j;
+            ASSERT_EQ(x[at], full[full_at]) << "p: matrix " << m << " query " << first + i << " key " << j;
+            ASSERT_EQ(dp[at], dfull[full_at]) << "dS: matrix " << m << " query " << first + i << " key " << j;
+          }
+    }
+  }
+}
+
+TYPED_TEST(TransformerOpsTest, MaskedSoftmaxRejectsANegativePeriodOrFirst) {
+  using T = TypeParam;
+  std::vector<T> x(4, T(1)), p(4, T(0.25));
+  EXPECT_THROW(this->be->causal_softmax(x.data(), 2, 2, -1, 0), Error);
+  EXPECT_THROW(this->be->causal_softmax(x.data(), 2, 2, 2, -1), Error);
+  EXPECT_THROW(this->be->softmax_backward(p.data(), 2, x.data(), 2, nullptr, 2, 2, -2, 0), Error);
+  EXPECT_THROW(this->be->softmax_backward(p.data(), 2, x.data(), 2, nullptr, 2, 2, 2, -3), Error);
 }
 
 // ---- embedding -------------------------------------------------------------------------

@@ -276,8 +276,7 @@ class CudaBackend final : public Backend<T> {
       gemm_strided(blas_, Trans::no, Trans::yes, S, S, D, scale, q, ld, a.qkv_inner, q + HD, ld, a.qkv_inner, T(0),
                    p, S, a.att_inner, a.inner);
     }
-    k::causal_softmax_k<<<grid_rows(batch * heads * S), k::kThreads, 0, stream_>>>(att, S);
-    PTS_LAUNCH_CHECK("attention causal softmax");
+    causal_softmax(att, batch * heads * S, S, S, 0);
     for (int64_t o = 0; o < a.outer; ++o) {
       const T* v = qkv + o * a.qkv_outer + 2 * HD;
       gemm_strided(blas_, Trans::no, Trans::no, S, D, S, T(1), att + o * a.att_outer, S, a.att_inner, v, ld,
@@ -308,18 +307,29 @@ class CudaBackend final : public Backend<T> {
       gemm_strided(blas_, Trans::no, Trans::yes, S, S, D, T(1), dO, HD, so, v, ld, sq, T(0), ds, S, SS, a.inner);
       // The scratch holds the inner entries contiguously, att strides by sp: one launch per entry
       // when they differ (batching over sequences), else one for all.
-      if (sp == SS) {
-        k::causal_softmax_backward_k<<<grid_rows(a.inner * S), k::kThreads, 0, stream_>>>(p, ds, S);
-        PTS_LAUNCH_CHECK("attention softmax backward");
-      } else {
-        for (int64_t i = 0; i < a.inner; ++i) {
-          k::causal_softmax_backward_k<<<grid_rows(S), k::kThreads, 0, stream_>>>(p + i * sp, ds + i * SS, S);
-          PTS_LAUNCH_CHECK("attention softmax backward");
-        }
-      }
+      if (sp == SS)
+        softmax_backward(p, S, ds, S, nullptr, a.inner * S, S, S, 0);
+      else
+        for (int64_t i = 0; i < a.inner; ++i) softmax_backward(p + i * sp, S, ds + i * SS, S, nullptr, S, S, S, 0);
       gemm_strided(blas_, Trans::no, Trans::no, S, D, S, scale, ds, S, SS, kk, ld, sq, T(0), dq, ld, sq, a.inner);
       gemm_strided(blas_, Trans::yes, Trans::no, S, D, S, scale, ds, S, SS, q, ld, sq, T(0), dk, ld, sq, a.inner);
     }
+  }
+
+  // One block per row; attention's softmax and its backward are these two ops.
+  void causal_softmax(T* x, int64_t rows, int64_t cols, int64_t period, int64_t first) override {
+    check_softmax_mask("causal_softmax", period, first);
+    if (rows == 0 || cols == 0) return;
+    k::causal_softmax_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(x, cols, period, first);
+    PTS_LAUNCH_CHECK("causal_softmax");
+  }
+  void softmax_backward(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t rows, int64_t cols,
+                        int64_t period, int64_t first) override {
+    check_softmax_mask("softmax_backward", period, first);
+    if (rows == 0 || cols == 0) return;
+    k::causal_softmax_backward_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(p, ld_p, ds, ld_ds, dot, cols, period,
+                                                                               first);
+    PTS_LAUNCH_CHECK("softmax_backward");
   }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,

@@ -12,7 +12,8 @@
 // reductions in double, the CPU partly in float) and the GPU's expf/tanhf beside the CPU's
 // polynomial exp (each within a few ulp). Exact ops (copy, fill, add, add_bias, scale, the
 // bf16 pair, row_max, max_over_parts, embedding forward and backward: one rounding per
-// element in the CPU's order) are compared bitwise. Finite differences (float64 on the GPU):
+// element in the CPU's order) are compared bitwise, and so is softmax_backward on inputs
+// crafted to make every sum exact. Finite differences (float64 on the GPU):
 // h = 1e-5, truncation and rounding ~1e-10 each, tolerance 1e-6 as in the CPU tests.
 #include <gtest/gtest.h>
 
@@ -346,6 +347,59 @@ TYPED_TEST(CudaBackendTest, AttentionForwardBackward) {
     this->cpu->attention_backward(qkv.c(), att2.c(), dout.c(), dqkv.c(), a.B, a.S, a.H, a.D);
     this->gpu->attention_backward(qkv.g(), att2.g(), dout.g(), dqkv.g(), a.B, a.S, a.H, a.D);
     this->close("attention_backward dqkv", dqkv);
+  }
+}
+
+// The masked softmax on its own (context parallelism's pieces of attention): repeated
+// matrices (period < rows), shards further down the sequence (first > 0), limits clamped at
+// the last key, limits either side of the 256 threads of a row, no mask (period 0), and
+// leading dimensions wider than cols for the backward.
+struct MaskCase {
+  int64_t rows, cols, period, first, ld_p, ld_ds;
+};
+constexpr MaskCase kMaskCases[] = {{12, 5, 3, 0, 7, 5}, {8, 9, 4, 5, 9, 12}, {10, 7, 5, 4, 8, 9}, {6, 4, 3, 10, 4, 6},
+                                   {6, 300, 3, 254, 301, 303}, {4, 300, 2, 298, 300, 300}, {5, 6, 0, 0, 6, 8},
+                                   {3, 300, 0, 7, 300, 302}};
+// Backend::causal_softmax's mask: the last key row i sees.
+int64_t last_key(int64_t i, int64_t cols, int64_t period, int64_t first) {
+  return period == 0 ? cols - 1 : std::min(first + i % period, cols - 1);
+}
+
+// The forward within tol of the CPU's and exact zeros above the mask. The backward on inputs
+// that make it exact in any summation order (P in multiples of 1/8, dP and dot integers; the
+// CPU test's construction) is bitwise the CPU's, padding included, with dot given and not.
+TYPED_TEST(CudaBackendTest, CausalSoftmaxAndSoftmaxBackward) {
+  using T = TypeParam;
+  uint64_t stream = 200;
+  for (const MaskCase& c : kMaskCases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " cols " << c.cols << " period " << c.period << " first "
+                                    << c.first << " ld_p " << c.ld_p << " ld_ds " << c.ld_ds);
+    Pair<T> x(as<T>(reals(++stream, c.rows * c.cols, -3, 3)));
+    this->cpu->causal_softmax(x.c(), c.rows, c.cols, c.period, c.first);
+    this->gpu->causal_softmax(x.g(), c.rows, c.cols, c.period, c.first);
+    this->close("causal_softmax", x);
+    const std::vector<T> got = x.dev.host();
+    for (int64_t i = 0; i < c.rows; ++i)
+      for (int64_t j = last_key(i, c.cols, c.period, c.first) + 1; j < c.cols; ++j)
+        ASSERT_EQ(got[i * c.cols + j], T(0)) << "masked " << i << "," << j;
+
+    const std::vector<int32_t> p8 = ints(++stream, c.rows * c.cols, -8, 8), dp = ints(++stream, c.rows * c.cols, -8, 8);
+    std::vector<T> p(c.rows * c.ld_p, std::numeric_limits<T>::quiet_NaN()), ds(c.rows * c.ld_ds, T(-99));
+    for (int64_t i = 0; i < c.rows; ++i)
+      for (int64_t j = 0; j < c.cols; ++j) {
+        p[i * c.ld_p + j] = T(p8[i * c.cols + j]) / T(8);
+        ds[i * c.ld_ds + j] = T(dp[i * c.cols + j]);
+      }
+    const std::vector<int32_t> dots = ints(++stream, c.rows, -8, 8);
+    Pair<T> pp(p), dot(std::vector<T>(dots.begin(), dots.end()));
+    for (bool given : {false, true}) {
+      Pair<T> d(ds);
+      this->cpu->softmax_backward(pp.c(), c.ld_p, d.c(), c.ld_ds, given ? dot.c() : nullptr, c.rows, c.cols,
+                                  c.period, c.first);
+      this->gpu->softmax_backward(pp.g(), c.ld_p, d.g(), c.ld_ds, given ? dot.g() : nullptr, c.rows, c.cols,
+                                  c.period, c.first);
+      this->exact(given ? "softmax_backward (dot given)" : "softmax_backward", d);
+    }
   }
 }
 

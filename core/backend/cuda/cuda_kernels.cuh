@@ -252,37 +252,52 @@ __global__ void layernorm_backward_dx_k(const T* x, const T* gamma, const T* mea
   }
 }
 
-// Row `blockIdx.x` of the [rows, S] score matrices (row i = blockIdx.x % S of its
-// sequence/head): softmax over keys 0..i with the row max subtracted, exact zeros above.
+// The last key row i of a masked softmax sees (Backend::causal_softmax): first + i % period
+// clamped to cols - 1; every key when period = 0.
+__device__ inline int64_t last_key(int64_t i, int64_t cols, int64_t period, int64_t first) {
+  const int64_t lim = period > 0 ? first + i % period : cols - 1;
+  return lim < cols - 1 ? lim : cols - 1;
+}
+
+// Row `blockIdx.x` of the scores x[rows, cols] in place: softmax over keys 0..lim with the
+// row max subtracted, exact zeros above.
 template <class T>
-__global__ void causal_softmax_k(T* att, int64_t S) {
+__global__ void causal_softmax_k(T* x, int64_t cols, int64_t period, int64_t first) {
   __shared__ double sh[kThreads];
-  const int64_t row = blockIdx.x, i = row % S;
-  T* p = att + row * S;
+  const int64_t row = blockIdx.x, lim = last_key(row, cols, period, first);
+  T* p = x + row * cols;
   double mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= i; j += kThreads) mx = MaxOp{}(mx, static_cast<double>(p[j]));
+  for (int64_t j = threadIdx.x; j <= lim; j += kThreads) mx = MaxOp{}(mx, static_cast<double>(p[j]));
   const T m = static_cast<T>(block_reduce(mx, MaxOp{}, sh));
   double s = 0;
-  for (int64_t j = threadIdx.x; j <= i; j += kThreads) {
+  for (int64_t j = threadIdx.x; j <= lim; j += kThreads) {
     const T e = exp_of(p[j] - m);
     p[j] = e;
     s += e;
   }
   const T inv = T(1) / static_cast<T>(block_reduce(s, SumOp{}, sh));
-  for (int64_t j = threadIdx.x; j < S; j += kThreads) p[j] = j <= i ? p[j] * inv : T(0);
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) p[j] = j <= lim ? p[j] * inv : T(0);
 }
 
-// dS row in place: dS[j] = P[j] * (dP[j] - sum_k dP[k] P[k]) for j <= i, 0 above.
+// dS row `blockIdx.x` in place over dP: dS[j] = P[j] * (dP[j] - t) for j <= lim, 0 above,
+// t = dot[row] when given, else sum_{k<=lim} dP[k] P[k]. dot is the same for every block,
+// so either every thread reaches the reduction's barriers or none does.
 template <class T>
-__global__ void causal_softmax_backward_k(const T* att, T* ds, int64_t S) {
+__global__ void causal_softmax_backward_k(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t cols,
+                                          int64_t period, int64_t first) {
   __shared__ double sh[kThreads];
-  const int64_t row = blockIdx.x, i = row % S;
-  const T* p = att + row * S;
-  T* d = ds + row * S;
-  double dot = 0;
-  for (int64_t j = threadIdx.x; j <= i; j += kThreads) dot += static_cast<double>(d[j]) * p[j];
-  const T t = static_cast<T>(block_reduce(dot, SumOp{}, sh));
-  for (int64_t j = threadIdx.x; j < S; j += kThreads) d[j] = j <= i ? p[j] * (d[j] - t) : T(0);
+  const int64_t row = blockIdx.x, lim = last_key(row, cols, period, first);
+  const T* pr = p + row * ld_p;
+  T* d = ds + row * ld_ds;
+  T t;
+  if (dot) {
+    t = dot[row];
+  } else {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j <= lim; j += kThreads) s += static_cast<double>(d[j]) * pr[j];
+    t = static_cast<T>(block_reduce(s, SumOp{}, sh));
+  }
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) d[j] = j <= lim ? pr[j] * (d[j] - t) : T(0);
 }
 
 template <class T>
