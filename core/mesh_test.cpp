@@ -1,4 +1,4 @@
-// Tests for the dp x tp x pp mesh on 8 ranks: the worked 2x2x2 example of mesh.hpp, rank <->
+// Tests for the dp x cp x tp x pp mesh on 8 ranks: the worked 2x2x2 example of mesh.hpp, rank <->
 // coordinate round trips for every factorisation used, group membership gathered from the
 // groups themselves, and the layout error message.
 #include "core/mesh.hpp"
@@ -54,7 +54,8 @@ TEST(Mesh, WorkedExample2x2x2) {
   EXPECT_EQ(&mesh.world(), world.get());
 }
 
-const Layout kLayouts[] = {{8, 1, 1}, {1, 8, 1}, {1, 1, 8}, {2, 4, 1}, {4, 1, 2}, {2, 2, 2}};
+const Layout kLayouts[] = {{8, 1, 1},    {1, 8, 1},    {1, 1, 8},    {2, 4, 1},    {4, 1, 2},
+                           {2, 2, 2},    {1, 1, 1, 8}, {2, 1, 1, 4}, {1, 2, 2, 2}, {2, 2, 1, 2}};
 
 std::string name(const Layout& l) { return l.product_string(); }
 
@@ -62,7 +63,7 @@ TEST(Mesh, RankAndCoordRoundTrip) {
   for (const Layout& l : kLayouts) {
     SCOPED_TRACE(name(l));
     ASSERT_EQ(l.num_ranks(), 8);
-    std::set<std::tuple<int, int, int>> seen;
+    std::set<std::tuple<int, int, int, int>> seen;
     for (int rank = 0; rank < 8; ++rank) {
       MeshCoord c = mesh_coord(l, rank);
       EXPECT_GE(c.dp, 0);
@@ -71,24 +72,28 @@ TEST(Mesh, RankAndCoordRoundTrip) {
       EXPECT_LT(c.tp, l.tp);
       EXPECT_GE(c.pp, 0);
       EXPECT_LT(c.pp, l.pp);
+      EXPECT_GE(c.cp, 0);
+      EXPECT_LT(c.cp, l.cp);
       EXPECT_EQ(mesh_rank(l, c), rank) << "rank " << rank;
-      EXPECT_EQ(rank, (c.pp * l.dp + c.dp) * l.tp + c.tp) << "rank " << rank;  // the documented order
-      seen.insert({c.dp, c.tp, c.pp});
+      EXPECT_EQ(rank, ((c.pp * l.dp + c.dp) * l.cp + c.cp) * l.tp + c.tp) << "rank " << rank;  // the documented order
+      seen.insert({c.dp, c.tp, c.pp, c.cp});
     }
     EXPECT_EQ(seen.size(), 8u) << "coordinates are not a bijection";
     for (int pp = 0; pp < l.pp; ++pp)
       for (int dp = 0; dp < l.dp; ++dp)
-        for (int tp = 0; tp < l.tp; ++tp) {
-          MeshCoord c = mesh_coord(l, mesh_rank(l, {dp, tp, pp}));
-          EXPECT_EQ(c.dp, dp);
-          EXPECT_EQ(c.tp, tp);
-          EXPECT_EQ(c.pp, pp);
-        }
+        for (int cp = 0; cp < l.cp; ++cp)
+          for (int tp = 0; tp < l.tp; ++tp) {
+            MeshCoord c = mesh_coord(l, mesh_rank(l, {dp, tp, pp, cp}));
+            EXPECT_EQ(c.dp, dp);
+            EXPECT_EQ(c.tp, tp);
+            EXPECT_EQ(c.pp, pp);
+            EXPECT_EQ(c.cp, cp);
+          }
   }
 }
 
 // For every layout: each axis group holds exactly the ranks that agree with this one on the
-// other two coordinates, ordered along the axis.
+// other coordinates, ordered along the axis; the dp group spans dp and cp, ordered by (dp, cp).
 TEST(Mesh, AxisGroupsForEveryLayout) {
   auto world = MpiComm::duplicate(MPI_COMM_WORLD, "world");
   ASSERT_EQ(world->size(), 8);
@@ -97,13 +102,18 @@ TEST(Mesh, AxisGroupsForEveryLayout) {
     SCOPED_TRACE(name(l));
     Mesh mesh(*world, l);
     const MeshCoord c = mesh.coord();
-    std::vector<int32_t> dp, tp, pp;
-    for (int i = 0; i < l.dp; ++i) dp.push_back(mesh_rank(l, {i, c.tp, c.pp}));
-    for (int i = 0; i < l.tp; ++i) tp.push_back(mesh_rank(l, {c.dp, i, c.pp}));
-    for (int i = 0; i < l.pp; ++i) pp.push_back(mesh_rank(l, {c.dp, c.tp, i}));
+    std::vector<int32_t> dp, tp, pp, cp;
+    for (int i = 0; i < l.dp; ++i)
+      for (int j = 0; j < l.cp; ++j) dp.push_back(mesh_rank(l, {i, c.tp, c.pp, j}));
+    for (int i = 0; i < l.tp; ++i) tp.push_back(mesh_rank(l, {c.dp, i, c.pp, c.cp}));
+    for (int i = 0; i < l.pp; ++i) pp.push_back(mesh_rank(l, {c.dp, c.tp, i, c.cp}));
+    for (int i = 0; i < l.cp; ++i) cp.push_back(mesh_rank(l, {c.dp, c.tp, c.pp, i}));
     EXPECT_EQ(members(mesh.dp(), r), dp);
     EXPECT_EQ(members(mesh.tp(), r), tp);
     EXPECT_EQ(members(mesh.pp(), r), pp);
+    EXPECT_EQ(members(mesh.cp(), r), cp);
+    EXPECT_EQ(mesh.dp().rank(), c.dp * l.cp + c.cp);
+    EXPECT_EQ(mesh.cp().rank(), c.cp);
   }
 }
 
@@ -117,6 +127,12 @@ TEST(Mesh, LayoutNotMatchingWorldThrowsConfigErrorWithTheProduct) {
     EXPECT_STREQ(e.what(), "dp(2) * tp(2) * pp(1) = 4, but 8 ranks are running");
   }
   EXPECT_THROW((Mesh(*world, Layout{0, 8, 1})), ConfigError);  // an empty axis
+  try {
+    Mesh mesh(*world, {2, 1, 1, 2});
+    FAIL() << "no exception for a 4-rank layout on 8 ranks";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "dp(2) * cp(2) * tp(1) * pp(1) = 4, but 8 ranks are running");
+  }
 }
 
 }  // namespace

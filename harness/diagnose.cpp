@@ -37,6 +37,7 @@
 #include "harness/run_state.hpp"
 #include "harness/suite.hpp"
 #include "strategies/pipeline_parallel.hpp"
+#include "workloads/context_parallel.hpp"
 #include "workloads/tensor_parallel.hpp"
 
 namespace pts {
@@ -97,12 +98,12 @@ std::vector<ShardMap> shard_maps(const CaseConfig& c, const WorkloadSpec& w, Mpi
   Mesh mesh(side, c.layout);
   TensorParallel tp(&mesh.tp());
   const auto stages = stage_blocks(w, c.layout.pp, c.stage_layers);
-  ModelShard shard{&tp, stages[mesh.coord().pp].first, stages[mesh.coord().pp].second};
+  ModelShard shard{&tp, nullptr, stages[mesh.coord().pp].first, stages[mesh.coord().pp].second};
   std::unique_ptr<Backend<double>> be = make_backend<double>("cpu");
   MemoryTracker mem(be->allocator());
   auto model = make_model<double>(w, *be, mem, c.seed, ModelStorage{pad_to, true, true}, shard);
   std::vector<int64_t> mine;
-  if (mesh.coord().dp == 0) {
+  if (mesh.coord().dp == 0 && mesh.coord().cp == 0) {
     const std::vector<Segment> segs = model->segments();
     mine = {mesh.coord().tp, mesh.coord().pp, static_cast<int64_t>(segs.size())};
     for (const Segment& s : segs) mine.insert(mine.end(), {s.local, s.canonical, s.count});
@@ -266,7 +267,8 @@ std::vector<std::string> shifted_shards(const std::vector<ShardMap>& maps, const
 // each of its runs (the run of k+1 steps for step k) through the model's forward tap; the
 // step that diverged in its loss is then compared with the oracle's outputs of that step,
 // sample by sample, where the output is whole on the rank (a tensor-parallel block's
-// column-sharded output, e.g. the MLP's column-parallel layer, is left out).
+// column-sharded output, e.g. the MLP's column-parallel layer, is left out) or holds whole
+// tokens of each sample (context parallelism: compared at the rank's token positions).
 using StepOutputs = std::map<std::pair<int64_t, int64_t>, BlockOutput>;  // (block, first sample)
 constexpr int64_t kMaxTappedValues = int64_t(1) << 25;  // per rank over all runs (256 MiB)
 
@@ -358,12 +360,13 @@ struct BlockForward {
   std::string name;
   int64_t compared = 0, sharded = 0;  // records compared / left out (column-sharded)
   double worst = 0;                   // the rule's worst value over the compared records
-  std::set<int> tps, pps, dps;        // where the failing records were computed
+  std::set<int> tps, pps, dps, cps;   // where the failing records were computed
   int64_t s0 = INT64_MAX, s1 = -1;    // their samples
   bool failed() const { return s1 >= 0; }
 };
 
 std::vector<BlockForward> compare_forward(const std::vector<std::vector<int64_t>>& by_rank, const Layout& layout,
+                                          int64_t seq,
                                           const std::map<int64_t, DenseOutput>& ref,
                                           const std::map<int64_t, DenseOutput>* ref32, const GoldenRule& rule,
                                           const std::vector<GoldenParam>& tensors, const std::vector<ParamUnit>& units,
@@ -381,13 +384,25 @@ std::vector<BlockForward> compare_forward(const std::vector<std::vector<int64_t>
       auto b = blocks.find(o.canonical);
       if (b == blocks.end()) continue;  // a block the oracle does not pass on (cannot happen for one model)
       const DenseOutput& d = ref.at(o.canonical);
-      if (o.per_row != d.per_row) {
+      const ContextParallel split(at.cp, layout.cp);  // the rank's token positions
+      const bool by_token = split.active() && o.per_row * layout.cp == d.per_row && d.per_row % seq == 0;
+      if (o.per_row != d.per_row && !by_token) {
         ++b->second.sharded;
         continue;
       }
       auto rows = [&](const DenseOutput& x) {
-        return std::vector<double>(x.values.begin() + o.sample0 * x.per_row,
-                                   x.values.begin() + (o.sample0 + o.rows) * x.per_row);
+        if (!by_token)
+          return std::vector<double>(x.values.begin() + o.sample0 * x.per_row,
+                                     x.values.begin() + (o.sample0 + o.rows) * x.per_row);
+        const int64_t feat = x.per_row / seq;
+        std::vector<double> v;
+        v.reserve(static_cast<size_t>(o.rows * o.per_row));
+        for (int64_t s = o.sample0; s < o.sample0 + o.rows; ++s)
+          for (int64_t i = 0; i < split.local_tokens(seq); ++i) {
+            const auto at_token = x.values.begin() + (s * seq + split.position(i, seq)) * feat;
+            v.insert(v.end(), at_token, at_token + feat);
+          }
+        return v;
       };
       const std::vector<double> golden = rows(d);
       std::vector<double> single32;
@@ -397,7 +412,7 @@ std::vector<BlockForward> compare_forward(const std::vector<std::vector<int64_t>
       ++f.compared;
       f.worst = std::max(f.worst, std::isnan(v) ? INFINITY : v);
       if (!rule.pass(v)) {
-        f.tps.insert(at.tp), f.pps.insert(at.pp), f.dps.insert(at.dp);
+        f.tps.insert(at.tp), f.pps.insert(at.pp), f.dps.insert(at.dp), f.cps.insert(at.cp);
         f.s0 = std::min(f.s0, o.sample0), f.s1 = std::max(f.s1, o.sample0 + o.rows - 1);
       }
     }
@@ -407,9 +422,9 @@ std::vector<BlockForward> compare_forward(const std::vector<std::vector<int64_t>
   return out;
 }
 
-std::string forward_where(const BlockForward& f) {
+std::string forward_where(const BlockForward& f, int cp) {
   return "tp rank " + set_text(f.tps) + ", pp stage " + set_text(f.pps) + ", dp rank " + set_text(f.dps) +
-         "; samples " + range(f.s0, f.s1);
+         (cp > 1 ? ", cp rank " + set_text(f.cps) : "") + "; samples " + range(f.s0, f.s1);
 }
 
 
@@ -427,7 +442,7 @@ std::string locate_forward(const CaseConfig& c, const WorkloadSpec& w, int first
   MemoryTracker mem(be->allocator());
   const std::vector<ParamUnit> units = make_model<double>(w, *be, mem, c.seed)->layout().units;
   bool overflowed = false;
-  const std::vector<BlockForward> blocks = compare_forward(by_rank, c.layout, golden, rule.precision ? &single32 : nullptr,
+  const std::vector<BlockForward> blocks = compare_forward(by_rank, c.layout, w.seq, golden, rule.precision ? &single32 : nullptr,
                                                            rule, tensors, units, overflowed);
   if (overflowed) return "the block outputs were not recorded (over 2^25 values on a rank), so the block is not located";
   t << "  step " << first << "'s forward pass, each block's output against the oracle's (" << rule.name() << "):\n";
@@ -438,17 +453,19 @@ std::string locate_forward(const CaseConfig& c, const WorkloadSpec& w, int first
     std::string text = "    " + f.name + ": " + verdict;
     if (f.compared) text += ", worst " + rule.name() + " " + sci(f.worst) + " over " + std::to_string(f.compared) + " outputs";
     if (f.sharded) text += " (" + std::to_string(f.sharded) + " column-sharded outputs not compared)";
-    if (f.failed()) text += "; differs on " + forward_where(f);
+    if (f.failed()) text += "; differs on " + forward_where(f, c.layout.cp);
     t << text << "\n";
     js["forward"].push_back({{"block", f.name}, {"verdict", verdict}, {rule.name(), f.worst}, {"compared", f.compared},
-                             {"sharded", f.sharded}, {"where", f.failed() ? forward_where(f) : ""}});
+                             {"sharded", f.sharded}, {"where", f.failed() ? forward_where(f, c.layout.cp) : ""}});
     if (!bad && f.failed()) bad = &f;
   }
   if (bad) {
     js["forward_block"] = bad->name;
     return bad->name + "'s output is the first that differs (" + rule.name() + " " + sci(bad->worst) + " on " +
-           forward_where(*bad) + "); the blocks before it agree";
+           forward_where(*bad, c.layout.cp) + "); the blocks before it agree";
   }
+  if (std::none_of(blocks.begin(), blocks.end(), [](const BlockForward& f) { return f.compared > 0; }))
+    return "no block's output is whole on a rank, so the block is not located";
   const std::string head = unit_name(tensors, units.back().offset, units.back().offset + units.back().numel);
   js["forward_block"] = head;
   return "every compared block output agrees, so the loss block (" + head + ") computes the wrong loss";
@@ -468,9 +485,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   if (!found) throw ConfigError(o.suite + ": no case named '" + o.case_name + "'; its cases: " + names);
   const CaseConfig& c = *found;
   if (c.layout.num_ranks() > world.size())
-    throw ConfigError("case " + c.name + " needs dp(" + std::to_string(c.layout.dp) + ") * tp(" +
-                      std::to_string(c.layout.tp) + ") * pp(" + std::to_string(c.layout.pp) + ") = " +
-                      std::to_string(c.layout.num_ranks()) + " ranks; mpirun gave " + std::to_string(world.size()));
+    throw ConfigError("case " + c.name + " needs " + c.layout.product_string() + " ranks; mpirun gave " +
+                      std::to_string(world.size()));
   const StrategyInfo* info = registry.find(c.strategy);
   PTS_REQUIRE(info, "strategy '" + c.strategy + "' of a validated case is not registered");
   const ReferenceSpec& spec = reference_of(*info, c);
@@ -483,7 +499,7 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   std::vector<int> saved(K);
   for (int k = 0; k < K; ++k) saved[k] = k;
   const int zero = info->zero_stage >= 0 ? info->zero_stage : std::max(c.zero_stage, 0);
-  const bool sharded_dp = zero >= 1 && c.layout.dp > 1;
+  const bool sharded_dp = zero >= 1 && c.layout.dp * c.layout.cp > 1;
 
   // The case on its ranks, step by step, and where its shards live.
   const bool active = world.rank() < c.layout.num_ranks();
@@ -519,7 +535,7 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
     }
     // After a failed run (every rank agrees on it) its communicators may hold abandoned
     // operations: nothing more runs on the case's ranks.
-    if (run.error.empty()) maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp : 1);
+    if (run.error.empty()) maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp * c.layout.cp : 1);
   }
   const auto failed_by_rank = gather_to_root(world, to_ints(checks_failed));
 
@@ -564,7 +580,8 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
   std::ostringstream t;
   char line[640];
   t << "diagnose: case " << c.name << " (strategy " << c.strategy << ", " << c.workload << ", dp " << c.layout.dp
-    << " x tp " << c.layout.tp << " x pp " << c.layout.pp << ", " << c.dtype << ", " << K << " steps, reference "
+    << " x tp " << c.layout.tp << " x pp " << c.layout.pp
+    << (c.layout.cp > 1 ? " x cp " + std::to_string(c.layout.cp) : "") << ", " << c.dtype << ", " << K << " steps, reference "
     << spec.label() << ")\n  rule: "
     << (rule.precision ? "float32 error ratio against the float64 reference <= " + sci(kPrecisionRatio)
                        : "float64 exact, relative error <= " + sci(kExactRelTol))

@@ -72,10 +72,16 @@ strategy = "pp-1f1b"
 workload = "gpt-tiny"
 pp = 2
 microbatches = 4
+
+[[case]]
+name = "gpt-cp2"
+strategy = "cp"
+workload = "gpt-tiny"
+cp = 2
 TOML
 
 # Correct strategies: no divergence, every check passes, exit 0.
-for c in ddp zero2 gpt-tp2 gpt-pp2; do
+for c in ddp zero2 gpt-tp2 gpt-pp2 gpt-cp2; do
   diag 2 "$c" "$OK"
   expect "$c" 0 "^no divergence: losses and parameters agree with oracle at every one of 3 steps"
 done
@@ -125,6 +131,18 @@ diag 8 hybrid-no-row-reduce
 expect hybrid-no-row-reduce 1 "^    wte\+wpe: PASS, worst rel_err 0.0e\+00 over 8 outputs" \
   "^    blocks\.2: FAIL, .*over 8 outputs; differs on tp rank 0-1, pp stage 1, dp rank 0-1; samples 0-23" \
   "blocks\.0's output is the first that differs \(rel_err .* on tp rank 0-1, pp stage 0, dp rank 0-1; samples 0-23\)"
+# Context parallelism at cp 4: each block's output is compared at the rank's own token
+# positions. A ring that labels blocks as if it turned the other way misplaces keys on cp
+# ranks 1 and 2 only (ranks 0 and 3 hold a chunk that sees every key and one that sees only
+# its own, so a permutation of the others changes nothing there); a ring that never passes
+# anything on is wrong on every rank.
+diag 4 cp-ring-backwards-float64
+expect cp-ring-backwards-float64 1 "dp 1 x tp 1 x pp 1 x cp 4, float64" \
+  "^    wte\+wpe: PASS, worst rel_err 0.0e\+00 over 4 outputs" \
+  "blocks\.0's output is the first that differs \(rel_err .* on tp rank 0, pp stage 0, dp rank 0, cp rank 1-2; samples 0-23\)"
+diag 4 cp-ring-stuck-float32
+expect cp-ring-stuck-float32 1 "^    wte\+wpe: PASS, worst err_ratio" \
+  "blocks\.0's output is the first that differs \(err_ratio .* on tp rank 0, pp stage 0, dp rank 0, cp rank 0-3; samples 0-23\)"
 # The MLP under tp: the column-parallel layer's output is sharded (left out, and said so);
 # the row-parallel layer after it is the first compared output that differs.
 MLPTP="$WORK/mlp-tp.toml"

@@ -65,6 +65,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"dp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.dp = int(as_int(n)); }}},
       {"tp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.tp = int(as_int(n)); }}},
       {"pp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.pp = int(as_int(n)); }}},
+      {"cp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.cp = int(as_int(n)); }}},
       {"steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.steps = int(as_int(n)); }}},
       {"warmup_steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.warmup_steps = int(as_int(n)); }}},
       {"global_batch", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.global_batch = as_int(n); }}},
@@ -284,6 +285,7 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   require(c.layout.dp >= 1, "dp", "must be at least 1");
   require(c.layout.tp >= 1, "tp", "must be at least 1");
   require(c.layout.pp >= 1, "pp", "must be at least 1");
+  require(c.layout.cp >= 1, "cp", "must be at least 1");
   require(c.steps >= 1, "steps", "must be at least 1");
   require(c.warmup_steps >= 0 && c.warmup_steps < c.steps, "warmup_steps",
           "must be in [0, steps), got " + std::to_string(c.warmup_steps) + " with steps " + std::to_string(c.steps));
@@ -307,15 +309,13 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   if (c.global_batch > limits.max_global_batch)
     over_limit("global_batch", std::to_string(c.global_batch) + " samples", "max_global_batch",
                std::to_string(limits.max_global_batch));
-  // In double: three axes of up to 2^31 each overflow any integer (Layout::num_ranks is int).
-  const double ranks = double(c.layout.dp) * c.layout.tp * c.layout.pp;
-  if (ranks > double(limits.max_ranks)) {
-    std::string key = c.layout.dp > 1 ? "dp" : c.layout.tp > 1 ? "tp" : "pp";
-    over_limit(key,
-               "dp(" + std::to_string(c.layout.dp) + ") * tp(" + std::to_string(c.layout.tp) + ") * pp(" +
-                   std::to_string(c.layout.pp) + ") = " + num_text(ranks) + " ranks",
-               "max_ranks", std::to_string(limits.max_ranks));
-  }
+  // In double: four axes of up to 2^31 each overflow any integer (Layout::num_ranks is int).
+  const Layout& l = c.layout;
+  const double ranks = double(l.dp) * l.tp * l.pp * l.cp;
+  const std::string widest = l.dp > 1 ? "dp" : l.tp > 1 ? "tp" : l.pp > 1 ? "pp" : "cp";
+  if (ranks > double(limits.max_ranks))
+    over_limit(widest, l.axes_string() + " = " + num_text(ranks) + " ranks", "max_ranks",
+               std::to_string(limits.max_ranks));
   require(c.check != "exact" || c.dtype == "float64", "check", "exact needs dtype float64");
   require(c.target_window >= 1, "target_window", "must be at least 1 (1: each step's own loss)");
   if (c.target_loss) {
@@ -331,7 +331,7 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
                 "check unset or set it to precision or none");
   }
   if (c.layout.num_ranks() > world_size) {
-    std::string key = c.layout.dp > 1 ? "dp" : c.layout.tp > 1 ? "tp" : "pp";
+    const std::string& key = widest;
     fail(path, where(key), key, c.layout.product_string() + ", but " + std::to_string(world_size) +
                                     " ranks are running; launch with mpirun -np " +
                                     std::to_string(c.layout.num_ranks()) + " or more");

@@ -254,12 +254,13 @@ TEST(Suite, EveryKeySetsItsField) {
   Suite s = parse(R"([[case]]
 name = "all"
 strategy = "hybrid"
-workload = "mlp-tiny"
+workload = "gpt-tiny"
 dtype = "float64"
 backend = "cpu"
 dp = 2
 tp = 1
 pp = 1
+cp = 2
 steps = 5
 warmup_steps = 3
 global_batch = 16
@@ -287,7 +288,7 @@ zero_stage = 2
 schedule = "gpipe"
 virtual_stages = 1
 microbatches = 2
-stage_layers = "2"
+stage_layers = "4"
 slow_rank = 1
 slow_factor = 2.5
 )");
@@ -295,12 +296,13 @@ slow_factor = 2.5
   const CaseConfig& c = s.cases[0];
   EXPECT_EQ(c.name, "all");
   EXPECT_EQ(c.strategy, "hybrid");
-  EXPECT_EQ(c.workload, "mlp-tiny");
+  EXPECT_EQ(c.workload, "gpt-tiny");
   EXPECT_EQ(c.dtype, "float64");
   EXPECT_EQ(c.backend, "cpu");
   EXPECT_EQ(c.layout.dp, 2);
   EXPECT_EQ(c.layout.tp, 1);
   EXPECT_EQ(c.layout.pp, 1);
+  EXPECT_EQ(c.layout.cp, 2);
   EXPECT_EQ(c.steps, 5);
   EXPECT_EQ(c.warmup_steps, 3);
   EXPECT_EQ(c.global_batch, 16);
@@ -331,13 +333,13 @@ slow_factor = 2.5
   EXPECT_EQ(c.schedule, "gpipe");
   EXPECT_EQ(c.virtual_stages, 1);
   EXPECT_EQ(c.microbatches, 2);
-  EXPECT_EQ(c.stage_layers, std::vector<int>{2});
+  EXPECT_EQ(c.stage_layers, std::vector<int>{4});
   EXPECT_EQ(c.slow_rank, 1);
   EXPECT_EQ(c.slow_factor, 2.5);
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 38u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 39u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -573,6 +575,26 @@ tp = 2
 TEST(SuiteErrors, TensorParallelMustDivideTheHeads) {
   std::string e = error_of("[[case]]\nstrategy = \"tp\"\nworkload = \"gpt-tiny\"\ntp = 3\nglobal_batch = 6\n");
   EXPECT_TRUE(contains(e, "test.toml:4: key 'tp': tp 3 does not divide gpt-tiny's 4 heads")) << e;
+}
+
+// Context parallelism: 2 cp must divide S (gpt-tiny: 16), the workload must have sequences
+// (mlp-tiny none) whose tokens may be split (moe-tiny's capacity group is a sequence), and the
+// presets without a cp axis refuse it; each names the key.
+TEST(SuiteErrors, ContextParallelMustFitTheSequences) {
+  const std::string gpt = "[[case]]\nstrategy = \"cp\"\nworkload = \"gpt-tiny\"\n";
+  std::string e = error_of(gpt + "cp = 3\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'cp': cp 3 needs gpt-tiny's sequence length S = 16 to split into 2 * cp = 6")) << e;
+  e = error_of("[[case]]\nstrategy = \"cp\"\ncp = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:3: key 'cp': cp 2 splits sequences, and workload kind mlp has none")) << e;
+  e = error_of("[[case]]\nstrategy = \"cp\"\nworkload = \"moe-tiny\"\ncp = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'cp': cp 2: moe-tiny's capacity group is a whole sequence")) << e;
+  e = error_of("[[case]]\nstrategy = \"tp\"\nworkload = \"gpt-tiny\"\ncp = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'cp': tp needs dp(1) * tp(1) * pp(1), got dp(1) * cp(2) * tp(1) * pp(1) = 2")) << e;
+  e = error_of(gpt + "cp = 0\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'cp': must be at least 1")) << e;
+  Suite s = parse(gpt + "cp = 4\n");
+  ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_EQ(s.cases[0].layout.num_ranks(), 4);
 }
 
 // The MLP's width splits unevenly (64 over 3: 22, 21, 21); only heads must divide.

@@ -63,11 +63,13 @@ struct StageShape {
   std::vector<TpCollective> tp_comm;         // Model::tp_comm(rows), every chunk
   int64_t elem_bytes = 8;
   ComputeWork work;                          // Model::compute(rows)
+  int cp = 1;
 };
 template <class T>
 StageShape stage_shape(const Model<T>& m, std::shared_ptr<const ScheduleTable> table, int stage, int micro,
-                       int64_t rows, int tp);
-// pp point-to-point plus the tensor-parallel collectives of every microbatch, per step.
+                       int64_t rows, int tp, int cp = 1);
+// pp point-to-point plus the tensor-parallel collectives and context-parallel ring transfers
+// of every microbatch, per step.
 std::vector<ExpectedOp> pipeline_comm(const StageShape& s);
 // The schedule's stated activation peak on this stage.
 int64_t pipeline_activation(const StageShape& s, const PipeSchedule& schedule);

@@ -29,6 +29,8 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
   if (auto [key, problem] = w.model_kind().spec_problem(w); !key.empty()) throw CaseError(key, problem);
   if (l.tp > 1)
     if (std::string problem = w.model_kind().tp_problem(w, l.tp); !problem.empty()) throw CaseError("tp", problem);
+  if (l.cp > 1)
+    if (std::string problem = w.model_kind().cp_problem(w, l.cp); !problem.empty()) throw CaseError("cp", problem);
   if (l.pp > 1 || !c.stage_layers.empty() || c.virtual_stages > 1) {
     if (c.stage_layers.empty()) stage_blocks(w, l.pp, {});  // the stages fit before a table is built for them
     rank_chunks(w, *case_table(c, schedule ? *schedule : *find_schedule(c.schedule)), 0, c.stage_layers);
@@ -42,9 +44,10 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
 
 namespace {
 ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
-                     const TensorParallel& tp) {
+                     const TensorParallel& tp, const ContextParallel& cp) {
   ModelShard s;
   s.tp = &tp;
+  s.cp = &cp;
   s.chunks = rank_chunks(w, t, stage, c.stage_layers);
   return s;
 }
@@ -65,10 +68,12 @@ template <class T>
 Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
     : ctx_(ctx), sync_(make_sync<T>(ctx, preset)),
       tp_(preset.tensor_parallel ? preset.tensor_parallel(&ctx.mesh.tp()) : std::make_unique<TensorParallel>(&ctx.mesh.tp())),
+      cp_(preset.context_parallel ? preset.context_parallel(&ctx.mesh.cp())
+                                  : std::make_unique<ContextParallel>(&ctx.mesh.cp())),
       table_(case_table(ctx.config, *schedule_of(ctx.config, preset))),
       replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
                ctx.config.global_batch / ctx.mesh.layout().dp, sync_->storage(),
-               shard_for(ctx.config, ctx.workload, *table_, ctx.mesh.coord().pp, *tp_)),
+               shard_for(ctx.config, ctx.workload, *table_, ctx.mesh.coord().pp, *tp_, *cp_)),
       pipeline_(ctx, replica_, schedule_of(ctx.config, preset), table_) {
   sync_->attach(replica_.model());
 }
@@ -82,9 +87,10 @@ double Trainer<T>::train_step(int step) {
     std::this_thread::sleep_for(std::chrono::duration<double>((ctx_.config.slow_factor - 1) * pipeline_.last_busy_s()));
   sync_->finish_step(step);
   // The loss is on the last stage (and any stage whose blocks add one: moe's auxiliary loss),
-  // the same on every tp rank: count it once.
+  // the same on every tp rank: count it once. A cp rank's is the mean over its tokens, and
+  // every cp rank holds as many: the replica's is their mean.
   const bool reports = ctx_.mesh.coord().tp == 0;
-  return reports ? loss / ctx_.mesh.layout().dp : 0.0;
+  return reports ? loss / (ctx_.mesh.layout().dp * ctx_.mesh.layout().cp) : 0.0;
 }
 
 template <class T>
@@ -92,12 +98,12 @@ std::vector<double> Trainer<T>::full_params(Comm& side) {
   // This rank's stage/shard parameters in its local unpadded order...
   const MeshCoord& c = ctx_.mesh.coord();
   const Layout& l = ctx_.mesh.layout();
-  auto dp_side = side.split(c.pp * l.tp + c.tp, c.dp, "dp");
+  auto dp_side = side.split(c.pp * l.tp + c.tp, c.dp * l.cp + c.cp, "dp");  // the mesh's dp group
   const std::vector<double> local = sync_->local_params(*dp_side);
   // ...placed in canonical order by the first replica and summed over all ranks (every
   // canonical element has exactly one source; the rest add zeros, which is exact).
   std::vector<double> full(ctx_.workload.num_params(), 0.0);
-  if (c.dp == 0)
+  if (c.dp == 0 && c.cp == 0)
     for (const Segment& sg : replica_.model().segments())
       std::copy(local.begin() + sg.local, local.begin() + sg.local + sg.count, full.begin() + sg.canonical);
   if (side.size() > 1) side.all_reduce(full.data(), full.data(), full.size(), DType::f64);
@@ -213,11 +219,13 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
                               const PipeSchedule& schedule, int step) {
   const Layout& l = c.layout;
   const TensorParallel tp(coord.tp, l.tp);
+  const ContextParallel cp(coord.cp, l.cp);
   ModelShard shard;
   shard.tp = &tp;
+  shard.cp = &cp;
   const std::shared_ptr<const ScheduleTable> table = case_table(c, schedule);
   shard.chunks = rank_chunks(w, *table, coord.pp, c.stage_layers);
-  ModelStorage storage = a.storage(l.dp);
+  ModelStorage storage = a.storage(l.dp * l.cp);  // cp ranks are gradient peers (core/mesh.hpp)
   storage.own_params = storage.own_grads = false;  // shapes only
   static thread_local std::unique_ptr<Backend<T>> backend = make_cpu_backend<T>();  // never runs an op here
   MemoryTracker mem;
@@ -225,8 +233,8 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   const int m = microbatches_of(c);
   const int64_t batch_rows = c.global_batch / l.dp, rows = batch_rows / m;
   const int64_t elem = sizeof(T);
-  const DpStatement dp = a.statement(DpShape{c, model->layout(), l.dp, elem}, step);
-  return trainer_statement(stage_shape(*model, table, coord.pp, m, rows, l.tp), schedule, dp,
+  const DpStatement dp = a.statement(DpShape{c, model->layout(), l.dp * l.cp, elem}, step);
+  return trainer_statement(stage_shape(*model, table, coord.pp, m, rows, l.tp, l.cp), schedule, dp,
                            Replica<T>::replica_workspace(w, batch_rows, model->workspace_bytes(rows), elem));
 }
 }  // namespace
@@ -234,8 +242,8 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
 StrategyInfo trainer_entry(std::string name, std::string description, std::string axes, TrainerPreset preset) {
   auto validate = [name, axes, preset](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
-    require_layout(c, axes.find("dp") != std::string::npos ? l.dp : 1, axes.find("tp") != std::string::npos ? l.tp : 1,
-                   axes.find("pp") != std::string::npos ? l.pp : 1, name);
+    auto has = [&](const char* axis) { return axes.find(axis) != std::string::npos; };
+    require_layout(c, has("dp") ? l.dp : 1, has("tp") ? l.tp : 1, has("pp") ? l.pp : 1, name, has("cp") ? l.cp : 1);
     validate_parallel_with(c, w, preset.schedule.get());
   };
   StrategyInfo info = strategy_entry<Trainer>(std::move(name), std::move(description), validate, preset);

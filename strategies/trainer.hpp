@@ -1,11 +1,15 @@
 // The trainer every parallel strategy is: dp replicas, each a pipeline (pipeline_parallel.hpp)
-// of tensor-parallel model shards (workloads/tensor_parallel.hpp), kept in step over dp by a
-// dp-synchronisation algorithm (dp/dp_sync.hpp). The three axes are independent pieces:
+// of tensor-parallel model shards (workloads/tensor_parallel.hpp) whose sequences may be split
+// over cp ranks (workloads/context_parallel.hpp), kept in step over dp (and cp: the mesh's dp
+// group spans both) by a dp-synchronisation algorithm (dp/dp_sync.hpp). The axes are
+// independent pieces:
 //   dp  a DpSync: ddp (dp/ddp.hpp), zero1 / zero2 (dp/zero.hpp), fsdp (dp/fsdp.hpp), or yours;
 //   pp  a PipeSchedule: gpipe, 1f1b, interleaved-1f1b, zb-h1, zbv (schedules.hpp), or yours;
 //   tp  a TensorParallel object (workloads/tensor_parallel.hpp) the model's layers split and
 //       communicate through: TpLinear column/row layers in both the MLP and the GPT, the
-//       vocabulary split of the GPT's embedding and loss.
+//       vocabulary split of the GPT's embedding and loss;
+//   cp  a ContextParallel object (workloads/context_parallel.hpp): which positions of each
+//       sequence the rank holds, and the ring its attention passes keys and values around.
 // A preset fixes some of them (ddp = Ddp on dp alone, pp-gpipe = GPipe on pp alone, hybrid
 // takes all from the case). Each replica trains on global_batch/dp samples.
 //
@@ -38,6 +42,7 @@ struct TrainerPreset {
   std::optional<DpAlgorithm> dp = std::nullopt;  // unset: the case's zero_stage (0-3)
   std::shared_ptr<const PipeSchedule> schedule = nullptr;  // null: the case's `schedule`
   TensorParallelFactory tensor_parallel = nullptr;  // null: TensorParallel (tensor_parallel.hpp)
+  ContextParallelFactory context_parallel = nullptr;  // null: ContextParallel (context_parallel.hpp)
   // false: the dp algorithm has neither ddp's gradient buckets nor fsdp's gathers, so
   // bucket_bytes, overlap, prefetch and reshard_after_forward are not its options (the suite
   // refuses them instead of ignoring them, and its matrix does not vary them).
@@ -61,6 +66,7 @@ class Trainer final : public Strategy<T> {
   StrategyContext<T> ctx_;
   std::unique_ptr<DpSync<T>> sync_;
   std::unique_ptr<TensorParallel> tp_;
+  std::unique_ptr<ContextParallel> cp_;
   std::shared_ptr<const ScheduleTable> table_;
   Replica<T> replica_;
   Pipeline<T> pipeline_;
@@ -89,7 +95,11 @@ std::vector<OptionSpec> trainer_options(const TrainerPreset& preset);
 //     each with m in {1, pp, 2pp};
 //   dp tp pp: gpt-tiny meshes 2x2x2, 4x2x1, 2x1x4, 1x2x4; every ZeRO stage and schedule
 //     it takes from the case; AdamW; a link; weight decay on mlp-deep and gpt-odd with m in
-//     {1, pp, 2pp}; mlp-deep at tp 3 under pp 2.
+//     {1, pp, 2pp}; mlp-deep at tp 3 under pp 2; with cp too (hybrid): cp 2 with dp 2 x tp 2
+//     (every ZeRO stage), tp 2 x pp 2, dp 2 x pp 2 (ZeRO 0 and 3, overlap), and every schedule
+//     at pp 2 on gpt-deep;
+//   cp alone: gpt-tiny at cp 1, 2, 4 and with 2 microbatches; gpt-odd with weight decay under
+//     SGD and AdamW at cp 2 and 4.
 // Every entry runs float64 (exact) and float32 (precision) except the dp link's.
 std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
                                         const std::vector<OptionSpec>& options);

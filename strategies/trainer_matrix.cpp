@@ -79,6 +79,16 @@ class Derivation {
         true);
   }
 
+  // cp alone: gpt-tiny at cp 1, 2, 4 (8 tokens, 4 and 2 per rank); the uneven vocabulary with
+  // weight decay under both optimizers at cp 2 and 4 (one token per chunk at 4); m = 2.
+  void cp() {
+    const MatrixSetting cp24 = {"cp", {2, 4}};
+    add("gpt-" + name_, {{"workload", {"gpt-tiny"}}, {"cp", {1, 2, 4}}, dtypes_});
+    add("wd-" + name_ + "-sgd", {{"workload", {"gpt-odd"}}, decay_, cp24, dtypes_});
+    add("wd-" + name_ + "-adamw", join({{"workload", {"gpt-odd"}}}, adamw_, Settings{decay_, cp24, dtypes_}));
+    add("micro-" + name_, {{"workload", {"gpt-tiny"}}, {"cp", {2}}, {"microbatches", {2}}, dtypes_});
+  }
+
   // All three axes: gpt-tiny on every 8-rank mesh shape; every ZeRO stage and schedule the
   // preset takes from the case; AdamW; a link; weight decay on the uneven workloads; m in
   // {1, pp, 2pp} under every schedule; uneven widths at tp 3.
@@ -110,7 +120,17 @@ class Derivation {
             join({{"workload", {"gpt-deep"}}, {"microbatches", {pp, 2 * pp}}, dtypes_}, mesh(1, 1, pp), beyond));
     add("uneven-" + name_ + "-1x3x2",
         join({{"workload", {"mlp-deep"}}, {"microbatches", {4}}, dtypes_}, mesh(1, 3, 2), zero_03));
+    if (cp_axis_) {
+      // cp with each other axis on 8 ranks: dp 2 (every ZeRO stage), tp 2, pp 2 (every schedule).
+      const Settings cp2 = {{"cp", {2}}};
+      add(gpt + "cp2-2x2x1", join(tiny, cp2, mesh(2, 2, 1), declared("zero_stage", {0, 1, 2, 3})));
+      add(gpt + "cp2-1x2x2", join(tiny, cp2, mesh(1, 2, 2), Settings{{"microbatches", {2}}}));
+      add(gpt + "cp2-2x1x2", join(tiny, cp2, mesh(2, 1, 2), zero_03, overlap));
+      add("schedules-" + name_ + "-cp2-pp2",
+          join({{"workload", {"gpt-deep"}}, {"microbatches", {2, 4}}, dtypes_}, cp2, mesh(1, 1, 2), schedules));
+    }
   }
+  void with_cp(bool on) { cp_axis_ = on; }
 
   std::vector<MatrixEntry> entries() const { return entries_; }
 
@@ -130,6 +150,7 @@ class Derivation {
   const TrainerPreset& preset_;
   const std::vector<OptionSpec>& options_;
   std::vector<MatrixEntry> entries_;
+  bool cp_axis_ = false;
   const MatrixSetting dtypes_ = {"dtype", {"float64", "float32"}};
   const MatrixSetting optimizers_ = {"optimizer", {"sgd", "adamw"}};
   const MatrixSetting decay_ = {"weight_decay", {0.01}};
@@ -146,12 +167,14 @@ class Derivation {
 std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
                                         const std::vector<OptionSpec>& options) {
   const bool dp = axes.find("dp") != std::string::npos, tp = axes.find("tp") != std::string::npos,
-             pp = axes.find("pp") != std::string::npos;
+             pp = axes.find("pp") != std::string::npos, cp = axes.find("cp") != std::string::npos;
   Derivation d(name, preset, options);
+  d.with_cp(cp);
   // A preset fixing its dp algorithm is checked on it alone too; hybrid's come from the case.
-  if (dp && (preset.dp || !(tp || pp))) d.dp();
-  if (tp && !dp && !pp) d.tp();
-  if (pp && !dp && !tp) d.pp();
+  if (dp && (preset.dp || !(tp || pp || cp))) d.dp();
+  if (tp && !dp && !pp && !cp) d.tp();
+  if (pp && !dp && !tp && !cp) d.pp();
+  if (cp && !dp && !tp && !pp) d.cp();
   if (dp && tp && pp) d.hybrid();
   return d.entries();
 }

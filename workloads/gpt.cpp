@@ -28,8 +28,8 @@ template <class T>
 class GptBlock : public Block<T> {
  public:
   GptBlock(const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem, uint64_t seed)
-      : be_(be), mem_(mem), seed_(seed), tp_(shard.tensor_parallel()), tp_rank_(shard.tp_rank()),
-        tp_size_(shard.tp_size()), S_(w.seq), C_(w.embd) {}
+      : be_(be), mem_(mem), seed_(seed), tp_(shard.tensor_parallel()), cp_(shard.context_parallel()),
+        tp_rank_(shard.tp_rank()), tp_size_(shard.tp_size()), S_(cp_.local_tokens(w.seq)), seq_(w.seq), C_(w.embd) {}
   int64_t numel() const override { return params_.numel(); }
   int64_t canonical_numel() const override { return params_.canonical_numel(); }
   void bind(T* p, T* g) override {
@@ -59,6 +59,16 @@ class GptBlock : public Block<T> {
     return v[slot];
   }
 
+  // The tokens of `all` (token ids or labels, [rows, seq] per batch) this rank computes for
+  // microbatch mb: its rows, and under context parallelism only its positions (gathered into
+  // `buf`).
+  const int32_t* local_tokens(const std::vector<int32_t>& all, const Micro<T>& mb, std::vector<int32_t>& buf) const {
+    const int32_t* rows = all.data() + mb.row0 * seq_;
+    if (!cp_.active()) return rows;
+    cp_.gather(rows, mb.rows, seq_, buf);
+    return buf.data();
+  }
+
   // The attention half of a pre-LayerNorm block (the GPT's and the MoE's), with its
   // parameters first: x1 = x + proj(attn(ln1(x))), and ln2(x1) for the block's second half.
   enum { ln1_g, ln1_b, qkv_w, qkv_b, proj_w, proj_b, ln2_g, ln2_b, attention_params };
@@ -72,14 +82,37 @@ class GptBlock : public Block<T> {
     be_.layernorm_forward(x, p(ln1_g), p(ln1_b), s.ln1.data(), s.mean1.data(), s.rstd1.data(), N, C, kLnEps);
     s.qkv = act({N, 3 * width});
     qkv.forward(s.ln1.data(), p(qkv_w), p(qkv_b), s.qkv.data(), N);
-    s.att = act({rows, heads, S_, S_});
+    s.att = act({rows, heads, S_, seq_});  // the local queries' rows of the [S, S] probabilities
     s.ao = act({N, width});
-    be_.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), rows, S_, heads, D);
+    if (cp_.active()) ring_attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), rows, heads, D);
+    else be_.attention_forward(s.qkv.data(), s.ao.data(), s.att.data(), rows, S_, heads, D);
     s.x1 = act({N, C});
     proj.forward(s.ao.data(), p(proj_w), p(proj_b), s.x1.data(), N);
     be_.add(s.x1.data(), x, N * C);
     s.ln2 = act({N, C}), s.mean2 = act({N}), s.rstd2 = act({N});
     be_.layernorm_forward(s.x1.data(), p(ln2_g), p(ln2_b), s.ln2.data(), s.mean2.data(), s.rstd2.data(), N, C, kLnEps);
+  }
+  // dqkv [N, 3 width] from the attention output's gradient dao [N, width].
+  void attention_core_backward(const AttentionSaved& s, const T* dao, T* dqkv, int64_t rows, int64_t heads,
+                               int64_t D) {
+    if (cp_.active()) ring_attention_backward(s, dao, dqkv, rows, heads, D);
+    else be_.attention_backward(s.qkv.data(), s.att.data(), dao, dqkv, rows, S_, heads, D);
+  }
+  // Context parallelism's attention transfers per microbatch of `rows` rows with `width` local
+  // q/k/v columns (context_parallel.hpp): 3 cp - 2 sends and receives of a block.
+  void ring_comm(int64_t rows, int64_t width, std::vector<TpCollective>& out) const {
+    if (!cp_.active()) return;
+    const int64_t n = 3 * cp_.size() - 2, block = bytes(rows * S_ * 2 * width);
+    out.push_back({CommOp::send, n, n * block, "cp"});
+    out.push_back({CommOp::recv, n, n * block, "cp"});
+  }
+  // The ring's workspace beyond the block's own: forward every rank's keys and values
+  // [rows, S, 2 width] and two ring buffers; backward two ring buffers of keys and values and
+  // two of their gradients, one [c, c] gradient block per (row, head) and the row dots.
+  int64_t ring_workspace_bytes(int64_t rows, int64_t heads, int64_t width) const {
+    if (!cp_.active()) return 0;
+    const int64_t block = rows * S_ * 2 * width, c = S_ / 2;
+    return bytes(std::max(rows * seq_ * 2 * width + 2 * block, 4 * block + rows * heads * (c * c + S_)));
   }
   // The input gradient through ln1 and the residual: din = dout + ln1'(dln).
   void attention_input_grad(const T* x, const AttentionSaved& s, const T* dout, const T* dln, T* din, int64_t N) {
@@ -92,8 +125,124 @@ class GptBlock : public Block<T> {
   MemoryTracker& mem_;
   uint64_t seed_;
   const TensorParallel& tp_;
+  const ContextParallel& cp_;
   int tp_rank_, tp_size_;
-  int64_t S_, C_;
+  int64_t S_, seq_, C_;  // tokens per sequence this rank computes (seq / cp), the sequence length, width
+
+ private:
+  enum { kKvTag = 1, kKvGradTag = 2 };
+  // Per (row, head) and local query chunk qa (0, 1) the [c, S] rows of att sit at
+  // att + (((qa * R + r) * H + h) * c) * S (chunk-major, so one chunk's rows are contiguous);
+  // a rank's keys and values travel as [R, S/cp, 2 width] (each token's k and v columns).
+  void pack_kv(const T* qkv, T* kv, int64_t tokens, int64_t width) {
+    for (int64_t t = 0; t < tokens; ++t) be_.copy(kv + t * 2 * width, qkv + t * 3 * width + width, 2 * width);
+  }
+  template <class P>
+  P* att_rows(P* att, int qa, int64_t r, int64_t h, int64_t R, int64_t H) const {
+    const int64_t c = S_ / 2;
+    return att + (((qa * R + r) * H + h) * c) * seq_;
+  }
+  // Scores of the local queries against each rank's keys as the ring brings them (blocks
+  // wholly above the diagonal skipped), then the causal softmax of whole rows and out = P V over
+  // the keys gathered meanwhile.
+  void ring_attention_forward(const T* qkv, T* out, T* att, int64_t R, int64_t H, int64_t D) {
+    const int64_t w = H * D, Sl = S_, S = seq_, c = Sl / 2, block = R * Sl * 2 * w;
+    const int cp = cp_.size(), me = cp_.rank();
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+    Tensor<T> all = work({R, S, 2 * w});
+    Tensor<T> ring[2] = {work({R, Sl, 2 * w}), work({R, Sl, 2 * w})};
+    pack_kv(qkv, ring[0].data(), R * Sl, w);
+    for (int step = 0; step < cp; ++step) {
+      const T* kv = ring[step % 2].data();
+      std::vector<RequestPtr> pending;
+      if (step + 1 < cp) pending = cp_.shift(kv, ring[(step + 1) % 2].data(), block, dtype_of<T>(), kKvTag);
+      const int owner = cp_.owner_at(step);
+      for (int kb = 0; kb < 2; ++kb) {
+        const int gk = cp_.chunk_of(owner, kb);
+        for (int64_t r = 0; r < R; ++r)
+          be_.copy(all.data() + (r * S + gk * c) * 2 * w, kv + (r * Sl + kb * c) * 2 * w, c * 2 * w);
+        for (int qa = 0; qa < 2; ++qa) {
+          if (gk > cp_.chunk_of(me, qa)) continue;  // every key after every query
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t h = 0; h < H; ++h)
+              be_.gemm(Trans::no, Trans::yes, c, c, D, scale, qkv + (r * Sl + qa * c) * 3 * w + h * D, 3 * w,
+                       kv + (r * Sl + kb * c) * 2 * w + h * D, 2 * w, T(0), att_rows(att, qa, r, h, R, H) + gk * c, S);
+        }
+      }
+      for (auto& q : pending) q->wait();
+    }
+    for (int qa = 0; qa < 2; ++qa) {
+      const int64_t gq = cp_.chunk_of(me, qa), keys = (gq + 1) * c;
+      be_.causal_softmax(att_rows(att, qa, 0, 0, R, H), R * H * c, S, c, gq * c);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t h = 0; h < H; ++h)
+          be_.gemm(Trans::no, Trans::no, c, D, keys, T(1), att_rows(att, qa, r, h, R, H), S,
+                   all.data() + r * S * 2 * w + w + h * D, 2 * w, T(0), out + (r * Sl + qa * c) * w + h * D, w);
+    }
+  }
+  // The ring again: with the block of keys and values in hand, dP = dO V^T, dS = P (dP - D)
+  // with D = rowsum(dO O) (the row's dot over every block, known before any arrives), then
+  // dQ += scale dS K here and dK += scale dS^T Q, dV += P^T dO into the gradient that travels
+  // with the block; after cp steps one more hop brings each block's gradient home.
+  void ring_attention_backward(const AttentionSaved& s, const T* dao, T* dqkv, int64_t R, int64_t H, int64_t D) {
+    const int64_t w = H * D, Sl = S_, S = seq_, c = Sl / 2, block = R * Sl * 2 * w;
+    const int cp = cp_.size(), me = cp_.rank();
+    const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+    const T* qkv = s.qkv.data();
+    const T* att = s.att.data();
+    Tensor<T> dot = work({2, R, H, c});
+    for (int qa = 0; qa < 2; ++qa)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t h = 0; h < H; ++h) {
+          const int64_t at = (r * Sl + qa * c) * w + h * D;
+          be_.row_dot(dao + at, w, s.ao.data() + at, w, c, D, dot.data() + ((qa * R + r) * H + h) * c);
+        }
+    be_.fill(dqkv, T(0), R * Sl * 3 * w);
+    Tensor<T> kv[2] = {work({R, Sl, 2 * w}), work({R, Sl, 2 * w})};
+    Tensor<T> dkv[2] = {work({R, Sl, 2 * w}), work({R, Sl, 2 * w})};
+    Tensor<T> ds = work({R, H, c, c});
+    pack_kv(qkv, kv[0].data(), R * Sl, w);
+    be_.fill(dkv[0].data(), T(0), block);
+    std::vector<RequestPtr> grad_pending;
+    for (int step = 0; step < cp; ++step) {
+      const T* k = kv[step % 2].data();
+      std::vector<RequestPtr> pending;
+      if (step + 1 < cp) pending = cp_.shift(k, kv[(step + 1) % 2].data(), block, dtype_of<T>(), kKvTag);
+      for (auto& q : grad_pending) q->wait();  // the block's gradient so far has arrived
+      T* acc = dkv[step % 2].data();
+      const int owner = cp_.owner_at(step);
+      for (int qa = 0; qa < 2; ++qa)
+        for (int kb = 0; kb < 2; ++kb) {
+          const int gq = cp_.chunk_of(me, qa), gk = cp_.chunk_of(owner, kb);
+          if (gk > gq) continue;
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t h = 0; h < H; ++h)
+              be_.gemm(Trans::no, Trans::yes, c, c, D, T(1), dao + (r * Sl + qa * c) * w + h * D, w,
+                       k + (r * Sl + kb * c) * 2 * w + w + h * D, 2 * w, T(0), ds.data() + (r * H + h) * c * c, c);
+          be_.softmax_backward(att_rows(att, qa, 0, 0, R, H) + gk * c, S, ds.data(), c,
+                               dot.data() + qa * R * H * c, R * H * c, c, gk == gq ? c : 0, 0);
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t h = 0; h < H; ++h) {
+              const T* dsb = ds.data() + (r * H + h) * c * c;
+              const T* p = att_rows(att, qa, r, h, R, H) + gk * c;
+              const int64_t q_at = (r * Sl + qa * c), k_at = (r * Sl + kb * c);
+              be_.gemm(Trans::no, Trans::no, c, D, c, scale, dsb, c, k + k_at * 2 * w + h * D, 2 * w, T(1),
+                       dqkv + q_at * 3 * w + h * D, 3 * w);
+              be_.gemm(Trans::yes, Trans::no, c, D, c, scale, dsb, c, qkv + q_at * 3 * w + h * D, 3 * w, T(1),
+                       acc + k_at * 2 * w + h * D, 2 * w);
+              be_.gemm(Trans::yes, Trans::no, c, D, c, T(1), p, S, dao + q_at * w + h * D, w, T(1),
+                       acc + k_at * 2 * w + w + h * D, 2 * w);
+            }
+        }
+      grad_pending = cp_.shift(acc, dkv[(step + 1) % 2].data(), block, dtype_of<T>(), kKvGradTag);
+      for (auto& q : pending) q->wait();
+    }
+    for (auto& q : grad_pending) q->wait();
+    const T* home = dkv[cp % 2].data();  // this rank's own keys' and values' gradient
+    for (int64_t t = 0; t < R * Sl; ++t) be_.add(dqkv + t * 3 * w + w, home + t * 2 * w, 2 * w);
+  }
+
+ protected:
   ParamSet params_;
   T *p_ = nullptr, *g_ = nullptr;
 };
@@ -111,18 +260,18 @@ class Embedding final : public GptBlock<T> {
   int64_t saved_bytes(int64_t) const override { return 0; }
   double forward(int, const Micro<T>& mb, const T*, T* out) override {
     const int64_t N = mb.rows * this->S_, C = this->C_;
-    const int32_t* ids = mb.batch->tokens.data() + mb.row0 * this->S_;
+    const int32_t* ids = this->local_tokens(mb.batch->tokens, mb, ids_);
     this->be_.embedding_forward(ids, N, this->p(0), vocab_.begin, vocab_.count, C, out, false);
     this->tp_sum(out, N * C);  // partial rows: each rank looked up only its vocabulary
-    this->be_.embedding_forward(positions(N), N, this->p(1), 0, this->S_, C, out, true);
+    this->be_.embedding_forward(positions(N), N, this->p(1), 0, this->seq_, C, out, true);
     return 0;
   }
   void backward(int, const Micro<T>& mb, const T*, T* dout, T*, bool accumulate) override {
     const int64_t N = mb.rows * this->S_, C = this->C_;
     this->start_grads(accumulate);
-    const int32_t* ids = mb.batch->tokens.data() + mb.row0 * this->S_;
+    const int32_t* ids = this->local_tokens(mb.batch->tokens, mb, ids_);
     this->be_.embedding_backward(ids, N, dout, vocab_.begin, vocab_.count, C, this->g(0));
-    this->be_.embedding_backward(positions(N), N, dout, 0, this->S_, C, this->g(1));
+    this->be_.embedding_backward(positions(N), N, dout, 0, this->seq_, C, this->g(1));
   }
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
     if (this->tp_on()) out.push_back({CommOp::all_reduce, 1, this->bytes(rows * this->S_ * this->C_)});
@@ -133,12 +282,14 @@ class Embedding final : public GptBlock<T> {
   }
 
  private:
+  // The position of each of n local tokens (rows of S_ tokens).
   const int32_t* positions(int64_t n) {
-    for (int64_t i = static_cast<int64_t>(pos_.size()); i < n; ++i) pos_.push_back(static_cast<int32_t>(i % this->S_));
+    for (int64_t i = static_cast<int64_t>(pos_.size()); i < n; ++i)
+      pos_.push_back(static_cast<int32_t>(this->cp_.position(i % this->S_, this->seq_)));
     return pos_.data();
   }
   Split vocab_;
-  std::vector<int32_t> pos_;
+  std::vector<int32_t> pos_, ids_;
 };
 
 // One pre-LayerNorm transformer block.
@@ -180,13 +331,14 @@ class Transformer final : public GptBlock<T> {
   int64_t saved_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_, C = this->C_;
     // ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2, h, a
-    return this->bytes(N * (C + 2 + 3 * Cl_ + Cl_ + C + C + 2 + 2 * Fl_) + rows * H_ * this->S_ * this->S_);
+    return this->bytes(N * (C + 2 + 3 * Cl_ + Cl_ + C + C + 2 + 2 * Fl_) + rows * H_ * this->S_ * this->seq_);
   }
 
-  // Backward: da [N, F/tp] and dln [N, C], then dao [N, C/tp] and dqkv [N, 3C/tp] with dln.
+  // Backward: da [N, F/tp] and dln [N, C], then dao [N, C/tp] and dqkv [N, 3C/tp] with dln;
+  // under context parallelism the ring's buffers on top.
   int64_t workspace_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_;
-    return this->bytes(N * this->C_ + N * std::max(Fl_, 4 * Cl_));
+    return this->bytes(N * this->C_ + N * std::max(Fl_, 4 * Cl_)) + this->ring_workspace_bytes(rows, H_, Cl_);
   }
 
   double forward(int slot, const Micro<T>& mb, const T* x, T* out) override {
@@ -220,15 +372,17 @@ class Transformer final : public GptBlock<T> {
   void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
     const int64_t N = rows * this->S_;
     for (const TpLinear<T>* l : {&qkv_, &proj_, &fc_, &fc2_}) l->collectives(N, true, out);
+    this->ring_comm(rows, Cl_, out);
   }
   // The four linear layers; attention per (row, local head): q k^T and p v forward, four
-  // products backward; layernorms, gelu, residual adds and the causal softmax.
+  // products backward (the local queries against all S keys); layernorms, gelu, residual adds
+  // and the causal softmax.
   void compute(int64_t rows, ComputeWork& out) const override {
-    const int64_t N = rows * this->S_, S = this->S_, C = this->C_, RH = rows * H_;
+    const int64_t N = rows * this->S_, Sq = this->S_, S = this->seq_, C = this->C_, RH = rows * H_;
     for (const TpLinear<T>* l : {&qkv_, &proj_, &fc_, &fc2_}) l->work(N, true, out);
-    out.gemm(S, S, D_, 2 * RH);  // q k^T; backward dP = dO V^T
-    out.gemm(S, D_, S, 4 * RH);  // p v; backward dV = P^T dO, dQ = dS K, dK = dS^T Q
-    out.elementwise += static_cast<double>(N) * (12.0 * C + 6.0 * Fl_) + 4.0 * static_cast<double>(RH * S * S);
+    out.gemm(Sq, S, D_, 2 * RH);  // q k^T; backward dP = dO V^T
+    out.gemm(Sq, D_, S, 4 * RH);  // p v; backward dV = P^T dO, dQ = dS K, dK = dS^T Q
+    out.elementwise += static_cast<double>(N) * (12.0 * C + 6.0 * Fl_) + 4.0 * static_cast<double>(RH * Sq * S);
   }
 
  private:
@@ -269,7 +423,7 @@ class Transformer final : public GptBlock<T> {
     // Attention half.
     Tensor<T> dao = this->work({N, Cl_}), dqkv = scratch({N, 3 * Cl_});
     linear(proj_, proj_w, proj_b, s.ao.data(), dout, dao.data(), {});
-    be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
+    this->attention_core_backward(s, dao.data(), dqkv.data(), R, H_, D_);
     linear(qkv_, qkv_w, qkv_b, s.ln1.data(), dqkv.data(), dln.data(), dqkv);
     this->attention_input_grad(x, s, dout, dln.data(), din, N);
     if (later) later->hold(std::move(s));
@@ -325,7 +479,7 @@ class Head final : public GptBlock<T> {
       be.copy(shift.data(), local_max.data(), N);
     }
     Tensor<T> sums = this->work({2, N});  // sum of exp, then target logit, reduced together
-    const int32_t* labels = mb.batch->labels.data() + mb.row0 * this->S_;
+    const int32_t* labels = this->local_tokens(mb.batch->labels, mb, labels_);
     be.xent_partials(logits, labels, shift.data(), N, Vl, vocab_.begin, sums.data(), sums.data() + N);
     this->tp_sum(sums.data(), 2 * N);
     return be.xent_finish(logits, labels, shift.data(), sums.data(), sums.data() + N, N, Vl, vocab_.begin,
@@ -386,6 +540,7 @@ class Head final : public GptBlock<T> {
     Tensor<T> y, mean, rstd, dlogits;
   };
   Split vocab_;
+  std::vector<int32_t> labels_;
   std::vector<Saved> saved_;
 };
 
@@ -450,7 +605,7 @@ class MoeTransformer final : public GptBlock<T> {
   int64_t saved_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_, C = this->C_, slots = rows * cap_;
     // ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2; per expert xe, h, a, ye
-    return this->bytes(N * (C + 2 + 3 * C + C + C + C + 2) + rows * H_ * this->S_ * this->S_ +
+    return this->bytes(N * (C + 2 + 3 * C + C + C + C + 2) + rows * H_ * this->S_ * this->seq_ +
                        E_ * slots * (2 * C + 2 * F_));
   }
   // Forward: the logits [N,E], then one expert's gated output [R*cap, C]. Backward: dln [N,C]
@@ -563,7 +718,7 @@ class MoeTransformer final : public GptBlock<T> {
     // Attention half, as the GPT block's unsplit backward.
     Tensor<T> dao = this->work({N, C}), dqkv = this->work({N, 3 * C});
     proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
-    be.attention_backward(s.qkv.data(), s.att.data(), dao.data(), dqkv.data(), R, this->S_, H_, D_);
+    this->attention_core_backward(s, dao.data(), dqkv.data(), R, H_, D_);
     qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
     this->attention_input_grad(x, s, dout, dln.data(), din, N);
     if (later) later->hold(std::move(s));
@@ -626,6 +781,13 @@ class GptKind final : public KindWithBlocks<GptKind> {
     return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
            " heads; choose a divisor of " + std::to_string(w.heads);
   }
+  // The load balance cuts every sequence into 2 cp equal chunks.
+  std::string cp_problem(const WorkloadSpec& w, int cp) const override {
+    if (w.seq % (2 * static_cast<int64_t>(cp)) == 0) return "";
+    return "cp " + std::to_string(cp) + " needs " + w.name + "'s sequence length S = " + std::to_string(w.seq) +
+           " to split into 2 * cp = " + std::to_string(2 * static_cast<int64_t>(cp)) +
+           " equal chunks (the causal load balance); choose cp with 2 cp dividing " + std::to_string(w.seq);
+  }
   bool reads_tokens() const override { return true; }
   // GPT-2's published counts tie the head to wte; ours is untied and counted.
   std::string note(const WorkloadSpec& w) const override {
@@ -679,6 +841,11 @@ class MoeKind final : public KindWithBlocks<MoeKind> {
   std::string tp_problem(const WorkloadSpec& w, int tp) const override {
     return "tp " + std::to_string(tp) + ": " + w.name +
            "'s router and experts have no tensor-parallel split (and expert parallelism is not implemented); use tp 1";
+  }
+  std::string cp_problem(const WorkloadSpec& w, int cp) const override {
+    return "cp " + std::to_string(cp) + ": " + w.name +
+           "'s capacity group is a whole sequence (which tokens drop depends on all of it), so its "
+           "sequences are not split; use cp 1";
   }
   bool reads_tokens() const override { return true; }
   std::string note(const WorkloadSpec& w) const override {

@@ -79,10 +79,10 @@ template <class T>
 std::vector<TpCollective> Model<T>::tp_comm(int64_t rows) const {
   std::vector<TpCollective> all;
   for (const auto& b : blocks_) b->tp_comm(rows, all);
-  // One entry per op.
+  // One entry per (axis, op).
   std::vector<TpCollective> out;
   for (const auto& c : all) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const TpCollective& o) { return o.op == c.op; });
+    auto it = std::find_if(out.begin(), out.end(), [&](const TpCollective& o) { return o.op == c.op && o.axis == c.axis; });
     if (it == out.end()) out.push_back(c);
     else it->calls += c.calls, it->payload_bytes += c.payload_bytes;
   }

@@ -30,10 +30,12 @@ struct Split {
   int64_t begin = 0, count = 0;
 };
 
-// A collective the model issues itself per microbatch, for the strategy's statement.
+// A collective the model issues itself per microbatch, for the strategy's statement: over
+// tp, or over cp (context parallelism's ring sends and receives, context_parallel.hpp).
 struct TpCollective {
   CommOp op;
   int64_t calls = 0, payload_bytes = 0;
+  std::string axis = "tp";
 };
 
 // The work one block's forward and backward do for a microbatch, for the planner's compute

@@ -41,6 +41,8 @@ const std::vector<WorkloadSpec>& builtin_workloads() {
        2, 16, 8, 64},
       {"gpt-small", "gpt", "GPT L=8 H=4 C=256 S=128 V=256; the benchmark shape (batch 16)", 0, 0, 0, 0, 8, 4, 256, 128,
        256},
+      {"gpt-long", "gpt", "GPT L=8 H=4 C=256 S=1024 V=256: gpt-small's widths at a long sequence (context parallelism)",
+       0, 0, 0, 0, 8, 4, 256, 1024, 256},
       {"moe-tiny", "moe",
        "MoE GPT L=2 H=2 C=16 S=8 V=64, 4 experts, top 2, capacity factor 1.0 (4 slots; tokens drop)", 0, 0, 0, 0, 2,
        2, 16, 8, 64, 4, 2, 1.0},

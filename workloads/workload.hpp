@@ -14,6 +14,7 @@
 #include "core/comm/comm.hpp"
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
+#include "workloads/context_parallel.hpp"
 #include "workloads/tensor_parallel.hpp"
 
 namespace pts {
@@ -70,6 +71,10 @@ class WorkloadKind {
   virtual std::pair<std::string, std::string> spec_problem(const WorkloadSpec&) const { return {}; }
   // Why `tp` ranks cannot split this model ("" when they can).
   virtual std::string tp_problem(const WorkloadSpec& w, int tp) const = 0;
+  // Why `cp` ranks cannot split its sequences ("" when they can): by default it has none.
+  virtual std::string cp_problem(const WorkloadSpec&, int cp) const {
+    return "cp " + std::to_string(cp) + " splits sequences, and workload kind " + name() + " has none";
+  }
   // Data: whether it reads token streams (a `data` token file), and the input elements per
   // sample its batches hold in a tensor (token indices are not tensors).
   virtual bool reads_tokens() const { return false; }
@@ -162,9 +167,11 @@ struct ModelStorage {
 
 // The part of the model this rank holds: the shard that tensor-parallel object `tp` gives
 // this rank (null: the whole width) of the blocks [first_block, end_block) (end -1: to the
-// last), one pipeline stage. `tp` must outlive the model.
+// last), one pipeline stage, running on the tokens context-parallel object `cp` gives it (null:
+// whole sequences). `tp` and `cp` must outlive the model.
 struct ModelShard {
   const TensorParallel* tp = nullptr;
+  const ContextParallel* cp = nullptr;
   int first_block = 0, end_block = -1;
   // Several chunks instead (interleaved and V-shaped pipelines): block ranges [first, end) of
   // the full model, in the order the model holds them (ascending); overrides first/end_block.
@@ -172,6 +179,10 @@ struct ModelShard {
   const TensorParallel& tensor_parallel() const {
     static const TensorParallel none;
     return tp ? *tp : none;
+  }
+  const ContextParallel& context_parallel() const {
+    static const ContextParallel none;
+    return cp ? *cp : none;
   }
   int tp_rank() const { return tensor_parallel().rank(); }
   int tp_size() const { return tensor_parallel().size(); }
@@ -254,7 +265,8 @@ class Block {
   // Upper bound on the workspace bytes the block itself holds at once while its forward or
   // backward runs for a microbatch of `rows` rows (freed before it returns).
   virtual int64_t workspace_bytes(int64_t /*rows*/) const { return 0; }
-  // Collectives forward + backward issue for a microbatch of `rows` rows.
+  // Collectives (and context parallelism's ring transfers) forward + backward issue for a
+  // microbatch of `rows` rows.
   virtual void tp_comm(int64_t /*rows*/, std::vector<TpCollective>& /*out*/) const {}
   // Gemms and elementwise traffic forward + backward run for a microbatch of `rows` rows.
   virtual void compute(int64_t /*rows*/, ComputeWork& /*out*/) const {}

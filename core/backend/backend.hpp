@@ -104,6 +104,9 @@ class Backend {
   // softmax_backward(att, S, dP, S, nullptr, B*H*S, S, S, 0).
   virtual void softmax_backward(const T* p, int64_t ld_p, T* ds, int64_t ld_ds, const T* dot, int64_t rows,
                                 int64_t cols, int64_t period, int64_t first) = 0;
+  // out[i] = sum_j a[i*lda + j] * b[i*ldb + j] over rows x cols (ld >= cols): the dot
+  // ring attention hands softmax_backward, rowsum(dO * O) per query and head.
+  virtual void row_dot(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t rows, int64_t cols, T* out) = 0;
   // Row lookup in a table holding rows [v_begin, v_begin + v_count) of an embedding:
   // out[r,:] (+)= table[ids[r] - v_begin, :] when ids[r] is in range, else (+)= 0.
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin,

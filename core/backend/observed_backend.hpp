@@ -105,6 +105,10 @@ class ObservedBackend final : public Backend<T> {
     Scope s(obs_, "softmax_backward", {p, ds, dot}, {});
     in_->softmax_backward(d(p), ld_p, d(ds), ld_ds, d(dot), rows, cols, period, first);
   }
+  void row_dot(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t rows, int64_t cols, T* out) override {
+    Scope s(obs_, "row_dot", {a, b, out}, {});
+    in_->row_dot(d(a), lda, d(b), ldb, rows, cols, d(out));
+  }
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
                          int64_t n, T* out, bool accumulate) override {
     Scope s(obs_, "embedding_forward", {table, out}, {ids});

@@ -5,6 +5,7 @@
 #include "strategies/testing/broken_strategies.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "strategies/dp/ddp.hpp"
@@ -120,6 +121,31 @@ class OverlappingVocab final : public TensorParallel {
 template <class TP>
 TensorParallelFactory tensor_parallel() {
   return [](Comm* group) { return std::make_unique<TP>(group); };
+}
+
+// A context-parallel ring that turns the wrong way: at step s it takes the block it holds for
+// rank r+s's, while the ring brought rank r-s's. The two agree at cp 2; at cp 4 keys land on
+// the wrong positions (the exact check).
+class RingTurnsBackwards final : public ContextParallel {
+ public:
+  using ContextParallel::ContextParallel;
+  int owner_at(int step) const override { return (rank() + step) % size(); }
+};
+
+// A ring that never passes anything on: each step hands the rank its own keys and values
+// back as if its neighbour had sent them (exact check; and no sends for the comm check).
+class RingKeepsItsOwn final : public ContextParallel {
+ public:
+  using ContextParallel::ContextParallel;
+  std::vector<RequestPtr> shift(const void* send, void* recv, int64_t n, DType t, int) const override {
+    std::memcpy(recv, send, static_cast<size_t>(n) * dtype_size(t));
+    return {};
+  }
+};
+
+template <class CP>
+ContextParallelFactory context_parallel() {
+  return [](Comm* group) { return std::make_unique<CP>(group); };
 }
 
 // A schedule built from a shipped table, changed by `edit` (rank, its action list).
@@ -287,6 +313,10 @@ void add_broken_strategies(StrategyRegistry& r) {
   // every dp replica and pipeline stage.
   r.add(trainer_entry("hybrid-no-row-reduce", "BROKEN: hybrid whose row-parallel layers skip their all-reduce (g)",
                       "dp tp pp", {ddp, one_f_one_b, tensor_parallel<SkipsRowReduce>()}));
+  r.add(trainer_entry("cp-ring-backwards", "BROKEN: context-parallel ring that labels blocks as if it turned the other way",
+                      "cp", {ddp, one_f_one_b, nullptr, context_parallel<RingTurnsBackwards>()}));
+  r.add(trainer_entry("cp-ring-stuck", "BROKEN: context-parallel ring that never passes keys and values on", "cp",
+                      {ddp, one_f_one_b, nullptr, context_parallel<RingKeepsItsOwn>()}));
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
                       {ddp, skips_last_backward()}));
   r.add(trainer_entry("pp-zb-h1-skip-w", "BROKEN: zb-h1 whose first stage never runs the last weight-gradient pass",

@@ -290,6 +290,13 @@ class CpuBackend final : public Backend<T> {
     }
   }
 
+  void row_dot(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t rows, int64_t cols, T* out) override {
+    for (int64_t i = 0; i < rows; ++i) {
+      const T *ai = a + i * lda, *bi = b + i * ldb;
+      out[i] = reduce_lanes(cols, T(0), [&](int64_t j) { return ai[j] * bi[j]; }, std::plus<T>());
+    }
+  }
+
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
                          int64_t n, T* out, bool accumulate) override {
     for (int64_t r = 0; r < rows; ++r) {

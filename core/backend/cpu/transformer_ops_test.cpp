@@ -469,6 +469,35 @@ TYPED_TEST(TransformerOpsTest, SoftmaxBackwardExactWithMaskLeadingDimensionsAndD
     }
 }
 
+// row_dot on integer inputs (every product and sum exact in any order), so it equals the
+// float64 loop bit for bit; the padding between cols and ld is NaN (read it and the row is
+// NaN) and out has a sentinel past rows. Lengths on both sides of reduce_lanes' 16 lanes.
+TYPED_TEST(TransformerOpsTest, RowDotExactWithLeadingDimensions) {
+  using T = TypeParam;
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  struct Case {
+    int64_t rows, cols, lda, ldb;
+  };
+  uint64_t stream = 990;
+  for (const Case& c : {Case{1, 1, 1, 1}, Case{5, 3, 3, 7}, Case{7, 16, 20, 16}, Case{4, 37, 40, 45}, Case{3, 0, 2, 2}}) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " cols " << c.cols << " lda " << c.lda << " ldb " << c.ldb);
+    std::vector<T> a(c.rows * c.lda, nan), b(c.rows * c.ldb, nan), out(c.rows + 1, T(-99));
+    const auto ia = ints(++stream, c.rows * c.cols, 8), ib = ints(++stream, c.rows * c.cols, 8);
+    for (int64_t i = 0; i < c.rows; ++i)
+      for (int64_t j = 0; j < c.cols; ++j) {
+        a[i * c.lda + j] = T(ia[i * c.cols + j]);
+        b[i * c.ldb + j] = T(ib[i * c.cols + j]);
+      }
+    this->be->row_dot(a.data(), c.lda, b.data(), c.ldb, c.rows, c.cols, out.data());
+    for (int64_t i = 0; i < c.rows; ++i) {
+      double ref = 0;
+      for (int64_t j = 0; j < c.cols; ++j) ref += ia[i * c.cols + j] * ib[i * c.cols + j];
+      EXPECT_EQ(double(out[i]), ref) << "row " << i;
+    }
+    EXPECT_EQ(out[c.rows], T(-99)) << "wrote past rows";
+  }
+}
+
 // attention_forward's probabilities are its scaled scores through causal_softmax with
 // period S and first 0, bit for bit (one softmax implementation, not two).
 TYPED_TEST(TransformerOpsTest, AttentionSoftmaxIsCausalSoftmax) {

@@ -331,6 +331,11 @@ class CudaBackend final : public Backend<T> {
                                                                                first);
     PTS_LAUNCH_CHECK("softmax_backward");
   }
+  void row_dot(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t rows, int64_t cols, T* out) override {
+    if (rows == 0) return;
+    k::row_dot_k<<<grid_rows(rows), k::kThreads, 0, stream_>>>(a, lda, b, ldb, cols, out);
+    PTS_LAUNCH_CHECK("row_dot");
+  }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int64_t v_begin, int64_t v_count,
                          int64_t n, T* out, bool accumulate) override {

@@ -403,6 +403,24 @@ TYPED_TEST(CudaBackendTest, CausalSoftmaxAndSoftmaxBackward) {
   }
 }
 
+// row_dot on integers (every sum exact, so bitwise), leading dimensions past cols with NaN
+// padding, a row longer than a block of threads.
+TYPED_TEST(CudaBackendTest, RowDotBitwise) {
+  using T = TypeParam;
+  const int64_t rows = 9, cols = 300, lda = 301, ldb = 310;
+  const std::vector<int32_t> ia = ints(1201, rows * cols, -8, 8), ib = ints(1202, rows * cols, -8, 8);
+  std::vector<T> a(rows * lda, std::numeric_limits<T>::quiet_NaN()), b(rows * ldb, std::numeric_limits<T>::quiet_NaN());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      a[i * lda + j] = T(ia[i * cols + j]);
+      b[i * ldb + j] = T(ib[i * cols + j]);
+    }
+  Pair<T> pa(a), pb(b), out(std::vector<T>(rows, T(-99)));
+  this->cpu->row_dot(pa.c(), lda, pb.c(), ldb, rows, cols, out.c());
+  this->gpu->row_dot(pa.g(), lda, pb.g(), ldb, rows, cols, out.g());
+  this->exact("row_dot", out);
+}
+
 // ---- embedding ----------------------------------------------------------------------------
 
 TYPED_TEST(CudaBackendTest, EmbeddingForwardBackwardBitwise) {

@@ -301,6 +301,16 @@ __global__ void causal_softmax_backward_k(const T* p, int64_t ld_p, T* ds, int64
 }
 
 template <class T>
+__global__ void row_dot_k(const T* a, int64_t lda, const T* b, int64_t ldb, int64_t cols, T* out) {
+  __shared__ double sh[kThreads];
+  const int64_t r = blockIdx.x;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += kThreads) s += static_cast<double>(a[r * lda + j]) * b[r * ldb + j];
+  s = block_reduce(s, SumOp{}, sh);
+  if (threadIdx.x == 0) out[r] = static_cast<T>(s);
+}
+
+template <class T>
 __global__ void row_max_k(const T* x, T* mx, int64_t cols) {
   __shared__ double sh[kThreads];
   const int64_t r = blockIdx.x;
