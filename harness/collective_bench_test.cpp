@@ -48,6 +48,10 @@ class ForwardingComm : public Comm {
   RequestPtr iall_gather(const void* s, void* r, size_t n, DType t) override { return inner_.iall_gather(s, r, n, t); }
   RequestPtr ibroadcast(void* b, size_t n, DType t, int root) override { return inner_.ibroadcast(b, n, t, root); }
   RequestPtr iall_to_all(const void* s, void* r, size_t n, DType t) override { return inner_.iall_to_all(s, r, n, t); }
+  RequestPtr iall_to_allv(const void* s, const std::vector<size_t>& sn, void* r, const std::vector<size_t>& rn,
+                          DType t) override {
+    return inner_.iall_to_allv(s, sn, r, rn, t);
+  }
   RequestPtr isend(const void* b, size_t n, DType t, int peer, int tag) override {
     return inner_.isend(b, n, t, peer, tag);
   }

@@ -26,6 +26,7 @@ const char* to_string(CommOp op) {
     case CommOp::send: return "send";
     case CommOp::recv: return "recv";
     case CommOp::barrier: return "barrier";
+    case CommOp::all_to_allv: return "all_to_allv";
   }
   return "?";
 }
@@ -35,7 +36,8 @@ double bus_factor(CommOp op, int n) {
     case CommOp::all_reduce: return 2.0 * (n - 1) / n;
     case CommOp::reduce_scatter:
     case CommOp::all_gather:
-    case CommOp::all_to_all: return static_cast<double>(n - 1) / n;
+    case CommOp::all_to_all:
+    case CommOp::all_to_allv: return static_cast<double>(n - 1) / n;
     case CommOp::broadcast:
     case CommOp::send:
     case CommOp::recv: return 1.0;
@@ -50,9 +52,19 @@ uint64_t payload_bytes(CommOp op, int n, size_t count, DType t) {
     case CommOp::reduce_scatter:
     case CommOp::all_gather:
     case CommOp::all_to_all: return b * static_cast<uint64_t>(n);
+    case CommOp::all_to_allv: return b;  // its count is already the total received
     case CommOp::barrier: return 0;
     default: return b;
   }
+}
+
+void check_all_to_allv_counts(const Comm& comm, const std::vector<size_t>& send_counts,
+                              const std::vector<size_t>& recv_counts) {
+  const size_t n = static_cast<size_t>(comm.size());
+  if (send_counts.size() != n || recv_counts.size() != n)
+    throw Error("all_to_allv on axis '" + comm.axis() + "' of " + std::to_string(n) + " ranks got " +
+                std::to_string(send_counts.size()) + " send counts and " + std::to_string(recv_counts.size()) +
+                " recv counts; give one count per rank of the group");
 }
 
 }  // namespace pts

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace pts {
 
@@ -23,14 +24,18 @@ constexpr DType dtype_of() {
   else return DType::u8;
 }
 
-enum class CommOp { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send, recv, barrier };
-inline constexpr int kNumCommOps = 8;
+// New ops go at the end, so the others keep their values (rank reports carry them as ints,
+// harness/report.cpp) and their order (CommStats orders its entries by them).
+enum class CommOp { all_reduce, reduce_scatter, all_gather, broadcast, all_to_all, send, recv, barrier, all_to_allv };
+inline constexpr int kNumCommOps = 9;
 const char* to_string(CommOp op);
 
 // nccl-tests bus-bandwidth factor for `op` on a group of n ranks: bus_bytes = payload * factor.
 double bus_factor(CommOp op, int n);
 // nccl-tests "size" of one call, in bytes: the whole buffer (all_reduce, broadcast, p2p), the
-// whole input of reduce_scatter, the whole output of all_gather and all_to_all.
+// whole input of reduce_scatter, the whole output of all_gather, all_to_all and all_to_allv.
+// `count` is the count the call takes, except for all_to_allv, whose counts differ per peer:
+// there it is the total received (the sum of recv_counts), so payload = count * size.
 uint64_t payload_bytes(CommOp op, int n, size_t count, DType t);
 
 class Request {
@@ -64,6 +69,12 @@ class Comm {
   virtual RequestPtr ibroadcast(void* buf, size_t count, DType t, int root) = 0;
   // send and recv hold size()*count elements; block r goes to / comes from rank r.
   virtual RequestPtr iall_to_all(const void* send, void* recv, size_t count, DType t) = 0;
+  // All-to-all with per-peer counts: send_counts[p] elements, packed in peer order in `send`,
+  // go to peer p; recv_counts[p] elements from peer p land packed in peer order in `recv`.
+  // Both vectors have size() entries and must agree pairwise (this rank's send_counts[p] is
+  // p's recv_counts[this rank]). The vectors are copied: the caller may drop them at once.
+  virtual RequestPtr iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                  const std::vector<size_t>& recv_counts, DType t) = 0;
   virtual RequestPtr isend(const void* buf, size_t count, DType t, int peer, int tag) = 0;
   virtual RequestPtr irecv(void* buf, size_t count, DType t, int peer, int tag) = 0;
   virtual void barrier() = 0;
@@ -73,6 +84,9 @@ class Comm {
   void all_gather(const void* s, void* r, size_t n, DType t) { iall_gather(s, r, n, t)->wait(); }
   void broadcast(void* b, size_t n, DType t, int root) { ibroadcast(b, n, t, root)->wait(); }
   void all_to_all(const void* s, void* r, size_t n, DType t) { iall_to_all(s, r, n, t)->wait(); }
+  void all_to_allv(const void* s, const std::vector<size_t>& sn, void* r, const std::vector<size_t>& rn, DType t) {
+    iall_to_allv(s, sn, r, rn, t)->wait();
+  }
   void send(const void* b, size_t n, DType t, int peer, int tag = 0) { isend(b, n, t, peer, tag)->wait(); }
   void recv(void* b, size_t n, DType t, int peer, int tag = 0) { irecv(b, n, t, peer, tag)->wait(); }
 
@@ -80,5 +94,10 @@ class Comm {
   template <class T>
   void all_reduce(T* buf, size_t n) { all_reduce(buf, buf, n, dtype_of<T>()); }
 };
+
+// Throws Error unless both count vectors of an all_to_allv on `comm` have comm.size() entries:
+// a short vector would be read past its end, so implementations call it before using them.
+void check_all_to_allv_counts(const Comm& comm, const std::vector<size_t>& send_counts,
+                              const std::vector<size_t>& recv_counts);
 
 }  // namespace pts

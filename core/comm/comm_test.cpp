@@ -2,12 +2,16 @@
 // every result has a closed form and is checked exactly on every rank; counts are exact.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <numeric>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/comm/counting_comm.hpp"
 #include "core/comm/mpi/mpi_comm.hpp"
 #include "core/comm/staging_comm.hpp"
+#include "core/error.hpp"
 
 namespace pts {
 namespace {
@@ -116,6 +120,96 @@ TYPED_TEST(CommTyped, AllToAll) {
   }
 }
 
+// all_to_allv's irregular pattern: rank `from` sends ((from + 2 to) % 3) scale elements to
+// rank `to`, so every rank has peers it sends nothing to or receives nothing from (on one rank
+// it sends itself nothing), and send and receive counts differ.
+size_t v_count(int from, int to, size_t scale) { return size_t((from + 2 * to) % 3) * scale; }
+std::vector<size_t> v_send_counts(int r, int n, size_t scale) {
+  std::vector<size_t> c(n);
+  for (int p = 0; p < n; ++p) c[p] = v_count(r, p, scale);
+  return c;
+}
+std::vector<size_t> v_recv_counts(int r, int n, size_t scale) {
+  std::vector<size_t> c(n);
+  for (int p = 0; p < n; ++p) c[p] = v_count(p, r, scale);
+  return c;
+}
+// Element i of the block from rank `from` to rank `to`: exact in every element type.
+template <class T>
+T v_value(int from, int to, size_t i) {
+  return T(10000 * from + 100 * to + int(i));
+}
+
+// Every received element exactly, the input untouched, and nothing written past the packed
+// output (3 sentinels). The count vectors passed are temporaries, destroyed before the wait,
+// as the interface allows.
+TYPED_TEST(CommTyped, AllToAllvIrregularCounts) {
+  using T = TypeParam;
+  auto comm = world();
+  const int r = comm->rank(), n = comm->size();
+  const T sentinel = T(-7);
+  for (size_t scale : {size_t{1}, size_t{37}}) {
+    SCOPED_TRACE(testing::Message() << "scale " << scale);
+    const auto sc = v_send_counts(r, n, scale), rc = v_recv_counts(r, n, scale);
+    std::vector<T> send;
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < sc[p]; ++i) send.push_back(v_value<T>(r, p, i));
+    const size_t received = std::accumulate(rc.begin(), rc.end(), size_t{0});
+    std::vector<T> recv(received + 3, sentinel);
+    const auto send0 = send;
+
+    auto q = comm->iall_to_allv(send.data(), v_send_counts(r, n, scale), recv.data(), v_recv_counts(r, n, scale),
+                                dtype_of<T>());
+    q->wait();
+
+    size_t at = 0;
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < rc[p]; ++i, ++at) ASSERT_EQ(recv[at], v_value<T>(p, r, i)) << "from " << p << " i " << i;
+    for (size_t i = received; i < recv.size(); ++i) EXPECT_EQ(recv[i], sentinel) << "wrote past the output, at " << i;
+    EXPECT_EQ(send, send0) << "all_to_allv changed its input";
+  }
+}
+
+// A count vector of the wrong length is the caller's bug: refused on every rank before
+// anything is sent, so no rank waits for the others, and the communicator stays usable.
+TEST(Comm, AllToAllvRefusesCountsOfTheWrongLength) {
+  auto comm = world();
+  const int n = comm->size();
+  std::vector<int32_t> send(n + 1, 1), recv(n + 1, -1);
+  const std::vector<size_t> ones(n, 1), more(n + 1, 1), fewer(n - 1, 1);
+  EXPECT_THROW(comm->iall_to_allv(send.data(), more, recv.data(), ones, DType::i32), Error);
+  EXPECT_THROW(comm->iall_to_allv(send.data(), ones, recv.data(), fewer, DType::i32), Error);
+  EXPECT_EQ(recv, std::vector<int32_t>(n + 1, -1));
+  comm->all_to_allv(send.data(), ones, recv.data(), ones, DType::i32);
+  std::vector<int32_t> expected(n, 1);
+  expected.push_back(-1);
+  EXPECT_EQ(recv, expected);
+}
+
+// MPI counts and displacements are ints: a block beyond INT_MAX elements, or starting beyond
+// it, is refused before MPI sees it (nothing is read, so no buffer is needed). On MpiComm
+// itself, since staging would first allocate and copy that much.
+TEST(Comm, AllToAllvBeyondMpiIntIsRefused) {
+  auto comm = MpiComm::duplicate(MPI_COMM_WORLD, "world");
+  const int n = comm->size();
+  const std::vector<size_t> zeros(n, 0);
+  std::vector<size_t> huge(n, 0);
+  huge[0] = size_t{INT_MAX} + 1;
+  try {
+    comm->iall_to_allv(nullptr, huge, nullptr, zeros, DType::u8);
+    ADD_FAILURE() << "a count beyond INT_MAX was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sent to peer 0"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(comm->iall_to_allv(nullptr, zeros, nullptr, huge, DType::u8), Error);
+  if (n >= 3) {  // each count fits, but peer 2's block starts past INT_MAX
+    std::vector<size_t> far(n, 0);
+    far[0] = INT_MAX, far[1] = 1;
+    EXPECT_THROW(comm->iall_to_allv(nullptr, far, nullptr, zeros, DType::u8), Error);
+  }
+  comm->barrier();
+}
+
 // Blocking ring: even ranks send first, odd ranks receive first, so no rank waits on a
 // cycle even without eager buffering. Needs a peer, so skipped on one rank.
 TEST(Comm, BlockingSendRecvRing) {
@@ -214,7 +308,8 @@ double factor_of(CommOp op, int n) {
     case CommOp::all_reduce: return 2.0 * (n - 1) / n;
     case CommOp::reduce_scatter:
     case CommOp::all_gather:
-    case CommOp::all_to_all: return double(n - 1) / n;
+    case CommOp::all_to_all:
+    case CommOp::all_to_allv: return double(n - 1) / n;
     default: return 1.0;
   }
 }
@@ -256,6 +351,10 @@ TEST(CountingComm, CountsEveryOpExactly) {
   comm.all_gather(f32.data(), f32_out.data(), 5, DType::f32);
   // all_to_all of 37 f64 per peer: the whole buffer, n * 37 * 8 bytes.
   comm.all_to_all(f64.data(), f64_out.data(), 37, DType::f64);
+  // all_to_allv of the irregular pattern in f64: what this rank receives, 8 bytes each.
+  const auto vs = v_send_counts(r, n, 5), vr = v_recv_counts(r, n, 5);
+  const uint64_t v_received = std::accumulate(vr.begin(), vr.end(), uint64_t{0});
+  comm.all_to_allv(f64.data(), vs, f64_out.data(), vr, DType::f64);
   // broadcast of 3 i32: 12 bytes, once per root.
   for (int root = 0; root < n; ++root) comm.broadcast(i32.data(), 3, DType::i32, root);
   // A ring exchange of 37 f64: one isend and one irecv, 296 bytes each.
@@ -273,11 +372,12 @@ TEST(CountingComm, CountsEveryOpExactly) {
                {1, N * 3 * 4, bus(CommOp::reduce_scatter, N * 3 * 4)});
   expect_count(*stats, "world", CommOp::all_gather, {1, N * 5 * 4, bus(CommOp::all_gather, N * 5 * 4)});
   expect_count(*stats, "world", CommOp::all_to_all, {1, N * 37 * 8, bus(CommOp::all_to_all, N * 37 * 8)});
+  expect_count(*stats, "world", CommOp::all_to_allv, {1, v_received * 8, bus(CommOp::all_to_allv, v_received * 8)});
   expect_count(*stats, "world", CommOp::broadcast, {N, N * 12, double(N * 12)});
   expect_count(*stats, "world", CommOp::send, {1, 37 * 8, 37 * 8.0});
   expect_count(*stats, "world", CommOp::recv, {1, 37 * 8, 37 * 8.0});
   expect_count(*stats, "world", CommOp::barrier, {1, 0, 0.0});
-  EXPECT_EQ(stats->counts().size(), 8u) << "an entry per op, nothing else";
+  EXPECT_EQ(stats->counts().size(), size_t(kNumCommOps)) << "an entry per op, nothing else";
 
   // The totals are the sums over the entries.
   double total = 0;
@@ -338,7 +438,7 @@ TEST(CountingComm, BusFactorsAndPayloadOfTheLibrary) {
   for (int n : {1, 2, 3, 4, 8}) {
     SCOPED_TRACE(testing::Message() << "n " << n);
     EXPECT_DOUBLE_EQ(bus_factor(CommOp::all_reduce, n), 2.0 * (n - 1) / n);
-    for (CommOp op : {CommOp::reduce_scatter, CommOp::all_gather, CommOp::all_to_all})
+    for (CommOp op : {CommOp::reduce_scatter, CommOp::all_gather, CommOp::all_to_all, CommOp::all_to_allv})
       EXPECT_DOUBLE_EQ(bus_factor(op, n), double(n - 1) / n) << to_string(op);
     for (CommOp op : {CommOp::broadcast, CommOp::send, CommOp::recv})
       EXPECT_EQ(bus_factor(op, n), 1.0) << to_string(op);
@@ -347,10 +447,20 @@ TEST(CountingComm, BusFactorsAndPayloadOfTheLibrary) {
     EXPECT_EQ(payload_bytes(CommOp::reduce_scatter, n, 7, DType::f32), 28u * n);
     EXPECT_EQ(payload_bytes(CommOp::all_gather, n, 7, DType::i64), 56u * n);
     EXPECT_EQ(payload_bytes(CommOp::all_to_all, n, 7, DType::u8), 7u * n);
+    EXPECT_EQ(payload_bytes(CommOp::all_to_allv, n, 7, DType::f64), 56u) << "count is the total received";
     EXPECT_EQ(payload_bytes(CommOp::broadcast, n, 7, DType::i32), 28u);
     EXPECT_EQ(payload_bytes(CommOp::send, n, 7, DType::i32), 28u);
     EXPECT_EQ(payload_bytes(CommOp::barrier, n, 7, DType::i32), 0u);
   }
+}
+
+// kNumCommOps covers the enum: every value up to it has a name of its own.
+TEST(CountingComm, EveryOpHasADistinctName) {
+  std::set<std::string> names;
+  for (int i = 0; i < kNumCommOps; ++i) names.insert(to_string(static_cast<CommOp>(i)));
+  EXPECT_EQ(names.size(), size_t(kNumCommOps));
+  EXPECT_EQ(names.count("?"), 0u);
+  EXPECT_STREQ(to_string(CommOp::all_to_allv), "all_to_allv");
 }
 
 }  // namespace

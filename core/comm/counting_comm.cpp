@@ -1,6 +1,7 @@
 #include "core/comm/counting_comm.hpp"
 
 #include <chrono>
+#include <numeric>
 
 namespace pts {
 
@@ -85,6 +86,12 @@ RequestPtr CountingComm::ibroadcast(void* b, size_t n, DType t, int root) {
 }
 RequestPtr CountingComm::iall_to_all(const void* s, void* r, size_t n, DType t) {
   return counted(CommOp::all_to_all, n, t, inner_->iall_to_all(s, r, n, t));
+}
+// Counted by what this rank receives, the output's size (payload_bytes, comm.hpp).
+RequestPtr CountingComm::iall_to_allv(const void* s, const std::vector<size_t>& sn, void* r,
+                                      const std::vector<size_t>& rn, DType t) {
+  const size_t received = std::accumulate(rn.begin(), rn.end(), size_t{0});
+  return counted(CommOp::all_to_allv, received, t, inner_->iall_to_allv(s, sn, r, rn, t));
 }
 RequestPtr CountingComm::isend(const void* b, size_t n, DType t, int peer, int tag) {
   return counted(CommOp::send, n, t, inner_->isend(b, n, t, peer, tag));

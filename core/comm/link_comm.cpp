@@ -87,6 +87,20 @@ RequestPtr LinkComm::iall_to_all(const void* s, void* r, size_t n, DType t) {
   const auto issue = Clock::now();
   return modeled(CommOp::all_to_all, issue, op_seconds(CommOp::all_to_all, n, t), inner_->iall_to_all(s, r, n, t));
 }
+// payload * bus factor assumes all_to_all's equal blocks; with per-peer counts the link
+// carries what leaves and reaches this rank, both directions at once, so the busier one
+// sets the time. Equal counts give all_to_all's bus bytes, (n - 1) * count * size.
+RequestPtr LinkComm::iall_to_allv(const void* s, const std::vector<size_t>& sn, void* r,
+                                  const std::vector<size_t>& rn, DType t) {
+  const auto issue = Clock::now();
+  check_all_to_allv_counts(*this, sn, rn);
+  size_t sent = 0, received = 0;
+  for (int p = 0; p < size(); ++p)
+    if (p != rank()) sent += sn[p], received += rn[p];
+  const double bus = static_cast<double>(std::max(sent, received)) * static_cast<double>(dtype_size(t));
+  const double seconds = size() == 1 ? 0.0 : model_.seconds(bus);
+  return modeled(CommOp::all_to_allv, issue, seconds, inner_->iall_to_allv(s, sn, r, rn, t));
+}
 RequestPtr LinkComm::isend(const void* b, size_t n, DType t, int peer, int tag) {
   const auto issue = Clock::now();
   return modeled(CommOp::send, issue, op_seconds(CommOp::send, n, t), inner_->isend(b, n, t, peer, tag));

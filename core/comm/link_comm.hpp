@@ -27,10 +27,11 @@ struct LinkModel {
 //
 // The link of one communicator carries one operation at a time, like one NCCL stream:
 //   start = max(issue time, link free), done = start + model.seconds(bus bytes), link free = done,
-// with bus bytes = payload_bytes(op) * bus_factor(op) (comm.hpp); barrier costs the latency
-// only, and a group of one rank moves nothing (0 s). Groups split from a LinkComm get a link
-// of their own with the same model. The modeled clock is per rank: it does not see another
-// rank's late issue (the real inner wait does).
+// with bus bytes = payload_bytes(op) * bus_factor(op) (comm.hpp), except all_to_allv's: the
+// bytes this rank sends to or receives from the other ranks, whichever is more. A barrier
+// costs the latency only, and a group of one rank moves nothing (0 s). Groups split from a
+// LinkComm get a link of their own with the same model. The modeled clock is per rank: it
+// does not see another rank's late issue (the real inner wait does).
 //
 // With stats (may be null), each operation's modeled duration (done - start) is booked as
 // model_s under (axis, op) when it is issued. Layered as CountingComm(LinkComm(inner)) over
@@ -52,6 +53,8 @@ class LinkComm final : public Comm {
   RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType t) override;
   RequestPtr ibroadcast(void* buf, size_t count, DType t, int root) override;
   RequestPtr iall_to_all(const void* send, void* recv, size_t count, DType t) override;
+  RequestPtr iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                          const std::vector<size_t>& recv_counts, DType t) override;
   RequestPtr isend(const void* buf, size_t count, DType t, int peer, int tag) override;
   RequestPtr irecv(void* buf, size_t count, DType t, int peer, int tag) override;
   void barrier() override;

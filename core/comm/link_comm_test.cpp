@@ -5,6 +5,7 @@
 // T = 60 ms), since this machine's cores are shared and oversubscribed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -213,6 +214,60 @@ TEST(LinkComm, SplitGroupsHaveIndependentLinks) {
                      model.seconds(all_reduce_bus_bytes(n, kCount))) << axis;
 }
 
+// all_to_allv is modeled on the bytes that cross the link: what this rank sends to, or
+// receives from, the other ranks, whichever is more. Rank `from` sends ((from + 2 to) % 3)
+// 1000 doubles to rank `to`, so on 2 ranks rank 0 sends more than it receives and rank 1 the
+// reverse; what a rank sends itself is never counted. Values 100 from + 10 to + i (mod 7).
+TEST(LinkComm, AllToAllvTakesTheModeledTimeOfItsBusierDirection) {
+  auto stats = std::make_shared<CommStats>();
+  const LinkModel model{0.002, kLatencyUs};  // 2 MB/s: up to 3 peers * 2000 * 8 B = 24 ms
+  LinkComm comm(world(), model, stats);
+  const int r = comm.rank(), n = comm.size();
+  auto count = [](int from, int to) { return size_t((from + 2 * to) % 3) * 1000; };
+  auto value = [](int from, int to, size_t i) { return double(100 * from + 10 * to + int(i % 7)); };
+  std::vector<size_t> sc(n), rc(n);
+  std::vector<double> send;
+  double sent = 0, received = 0;
+  for (int p = 0; p < n; ++p) {
+    sc[p] = count(r, p), rc[p] = count(p, r);
+    for (size_t i = 0; i < sc[p]; ++i) send.push_back(value(r, p, i));
+    if (p != r) sent += 8.0 * sc[p], received += 8.0 * rc[p];
+  }
+  if (n == 2) {
+    EXPECT_NE(sent, received) << "the pattern should tell the directions apart";
+  }
+  const double modeled = model.seconds(std::max(sent, received));
+  std::vector<double> recv(std::accumulate(rc.begin(), rc.end(), size_t{0}) + 1, -1.0);
+
+  sync();
+  const auto t0 = Clock::now();
+  comm.all_to_allv(send.data(), sc, recv.data(), rc, DType::f64);
+  EXPECT_GE(seconds_since(t0), modeled - kSlack);
+  EXPECT_DOUBLE_EQ(stats->get("world", CommOp::all_to_allv).model_s, modeled);
+  size_t at = 0;
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < rc[p]; ++i, ++at) ASSERT_EQ(recv[at], value(p, r, i)) << "from " << p << " i " << i;
+  EXPECT_EQ(recv[at], -1.0) << "wrote past the output";
+
+  std::vector<size_t> wrong(n + 1, 0);
+  EXPECT_THROW(comm.iall_to_allv(send.data(), wrong, recv.data(), rc, DType::f64), Error);
+  EXPECT_DOUBLE_EQ(stats->get("world", CommOp::all_to_allv).model_s, modeled) << "a refused call used the link";
+}
+
+// With equal counts, all_to_allv and all_to_all move the same bytes and take the same time.
+TEST(LinkComm, AllToAllvWithEqualCountsIsModeledAsAllToAll) {
+  auto stats = std::make_shared<CommStats>();
+  LinkComm comm(world(), LinkModel{100, 1}, stats);
+  const int n = comm.size();
+  const size_t count = 37;
+  std::vector<int64_t> send(n * count, 1), recv(n * count, -1);
+  comm.all_to_all(send.data(), recv.data(), count, DType::i64);
+  comm.all_to_allv(send.data(), std::vector<size_t>(n, count), recv.data(), std::vector<size_t>(n, count), DType::i64);
+  const double a2a = stats->get("world", CommOp::all_to_all).model_s;
+  EXPECT_GT(a2a, 0.0);
+  EXPECT_DOUBLE_EQ(stats->get("world", CommOp::all_to_allv).model_s, a2a);
+}
+
 // A barrier moves no bytes and costs one latency.
 TEST(LinkComm, BarrierCostsTheLatency) {
   auto stats = std::make_shared<CommStats>();
@@ -252,10 +307,11 @@ TEST(LinkComm, GroupOfOneMovesNothing) {
   const auto t0 = Clock::now();
   solo->all_reduce(x.data(), kCount);
   solo->broadcast(x.data(), kCount, DType::f64, 0);  // bus factor 1, yet nothing leaves the rank
+  solo->all_to_allv(x.data(), {kCount / 2}, x.data() + kCount / 2, {kCount / 2}, DType::f64);  // to itself
   solo->barrier();
   EXPECT_LT(seconds_since(t0), 0.5);
   EXPECT_EQ(x, std::vector<double>(kCount, 1.0));
-  for (CommOp op : {CommOp::all_reduce, CommOp::broadcast, CommOp::barrier})
+  for (CommOp op : {CommOp::all_reduce, CommOp::broadcast, CommOp::all_to_allv, CommOp::barrier})
     EXPECT_EQ(stats->get("solo", op).model_s, 0.0) << to_string(op);
 }
 

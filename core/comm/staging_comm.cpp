@@ -1,6 +1,7 @@
 #include "core/comm/staging_comm.hpp"
 
 #include <cstring>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -9,8 +10,13 @@ namespace {
 
 class MemcpyStaging final : public StagingCopy {
  public:
-  void to_host(void* host, const void* src, size_t bytes) override { std::memcpy(host, src, bytes); }
-  void from_host(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
+  // An empty buffer's pointer may be null, which memcpy does not allow even for 0 bytes.
+  void to_host(void* host, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host, src, bytes);
+  }
+  void from_host(void* dst, const void* host, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host, bytes);
+  }
 };
 
 // One staged operation: the host buffers it runs on, the host request, and where its result
@@ -92,6 +98,19 @@ RequestPtr StagingComm::iall_to_all(const void* send, void* recv, size_t count, 
   auto r = std::make_unique<StagedRequest>(copy_, bytes, recv, bytes);
   copy_->to_host(r->in(), send, bytes);
   r->start(host_->iall_to_all(r->in(), r->out_host(), count, t));
+  return r;
+}
+
+// The host operation gets the caller's counts (it copies them); in and out are packed, so
+// each is the sum of its counts.
+RequestPtr StagingComm::iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                     const std::vector<size_t>& recv_counts, DType t) {
+  check_all_to_allv_counts(*this, send_counts, recv_counts);
+  const size_t in_bytes = std::accumulate(send_counts.begin(), send_counts.end(), size_t{0}) * dtype_size(t);
+  const size_t out_bytes = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0}) * dtype_size(t);
+  auto r = std::make_unique<StagedRequest>(copy_, in_bytes, recv, out_bytes);
+  copy_->to_host(r->in(), send, in_bytes);
+  r->start(host_->iall_to_allv(r->in(), send_counts, r->out_host(), recv_counts, t));
   return r;
 }
 

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <exception>
+#include <vector>
 
 #include "core/comm/mpi/watchdog.hpp"
 #include "core/error.hpp"
@@ -30,18 +31,38 @@ class MpiRequest final : public Request {
     return done != 0;
   }
   MPI_Request* handle() { return &req_; }
+  // Arrays MPI reads until the operation completes, not only during the call (a
+  // v-collective's counts and displacements): they live as long as the request.
+  std::vector<int>& args() { return args_; }
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;
   CommOp op_;
   std::string axis_;
   MPI_Comm comm_;
+  std::vector<int> args_;
 };
 
 int as_int(size_t count) {
   if (count > static_cast<size_t>(INT_MAX))
     throw Error("message of " + std::to_string(count) + " elements exceeds MPI's int count");
   return static_cast<int>(count);
+}
+
+// MPI's int counts and displacements of blocks packed in peer order; `dir` ("sent to",
+// "received from") names the side in the error.
+void int_blocks(const std::vector<size_t>& counts, int* count, int* displ, const char* dir, const std::string& axis) {
+  size_t offset = 0;
+  for (size_t p = 0; p < counts.size(); ++p) {
+    if (counts[p] > static_cast<size_t>(INT_MAX) || offset > static_cast<size_t>(INT_MAX))
+      throw Error("all_to_allv on axis '" + axis + "': the " + std::to_string(counts[p]) + " elements " + dir +
+                  " peer " + std::to_string(p) + " at element offset " + std::to_string(offset) +
+                  " exceed MPI's int counts and displacements (" + std::to_string(INT_MAX) +
+                  "); split the exchange into smaller calls");
+    count[p] = static_cast<int>(counts[p]);
+    displ[p] = static_cast<int>(offset);
+    offset += counts[p];
+  }
 }
 
 }  // namespace
@@ -113,6 +134,23 @@ RequestPtr MpiComm::iall_to_all(const void* send, void* recv, size_t count, DTyp
   auto r = std::make_unique<MpiRequest>(CommOp::all_to_all, *this);
   PTS_MPI_CHECK(MPI_Ialltoall(send, as_int(count), mpi_type(t), recv, as_int(count), mpi_type(t),
                               comm_, r->handle()));
+  return r;
+}
+
+RequestPtr MpiComm::iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                 const std::vector<size_t>& recv_counts, DType t) {
+  check_all_to_allv_counts(*this, send_counts, recv_counts);
+  auto r = std::make_unique<MpiRequest>(CommOp::all_to_allv, *this);
+  std::vector<int>& a = r->args();
+  a.resize(4 * static_cast<size_t>(size_));
+  int* send_n = a.data();
+  int* send_at = send_n + size_;
+  int* recv_n = send_at + size_;
+  int* recv_at = recv_n + size_;
+  int_blocks(send_counts, send_n, send_at, "sent to", axis_);
+  int_blocks(recv_counts, recv_n, recv_at, "received from", axis_);
+  PTS_MPI_CHECK(MPI_Ialltoallv(send, send_n, send_at, mpi_type(t), recv, recv_n, recv_at, mpi_type(t), comm_,
+                               r->handle()));
   return r;
 }
 

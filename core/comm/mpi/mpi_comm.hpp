@@ -29,6 +29,8 @@ class MpiComm final : public Comm {
   RequestPtr iall_gather(const void* send, void* recv, size_t send_count, DType t) override;
   RequestPtr ibroadcast(void* buf, size_t count, DType t, int root) override;
   RequestPtr iall_to_all(const void* send, void* recv, size_t count, DType t) override;
+  RequestPtr iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                          const std::vector<size_t>& recv_counts, DType t) override;
   RequestPtr isend(const void* buf, size_t count, DType t, int peer, int tag) override;
   RequestPtr irecv(void* buf, size_t count, DType t, int peer, int tag) override;
   void barrier() override;

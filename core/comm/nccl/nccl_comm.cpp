@@ -160,6 +160,28 @@ RequestPtr NcclComm::iall_to_all(const void* send, void* recv, size_t count, DTy
   });
 }
 
+// As all_to_all with each peer's own count at the packed offsets. A zero count posts nothing:
+// counts agree pairwise, so the peer posts nothing for it either.
+RequestPtr NcclComm::iall_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                  const std::vector<size_t>& recv_counts, DType t) {
+  check_all_to_allv_counts(*this, send_counts, recv_counts);
+  return launch(CommOp::all_to_allv, coll_, [&](cudaStream_t s) {
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    size_t send_at = 0, recv_at = 0;
+    for (int p = 0; p < size(); ++p) {
+      if (send_counts[p] > 0)
+        nccl_check(ncclSend(byte_ptr(send, send_at, t), send_counts[p], nccl_type(t), p, comm_, s),
+                   "ncclSend (all_to_allv)");
+      if (recv_counts[p] > 0)
+        nccl_check(ncclRecv(byte_ptr(recv, recv_at, t), recv_counts[p], nccl_type(t), p, comm_, s),
+                   "ncclRecv (all_to_allv)");
+      send_at += send_counts[p];
+      recv_at += recv_counts[p];
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd (all_to_allv)");
+  });
+}
+
 RequestPtr NcclComm::isend(const void* buf, size_t count, DType t, int peer, int /*tag*/) {
   return launch(CommOp::send, send_, [&](cudaStream_t s) {
     nccl_check(ncclSend(buf, count, nccl_type(t), peer, comm_, s), "ncclSend");
