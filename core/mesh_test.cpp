@@ -1,4 +1,4 @@
-// Tests for the dp x cp x tp x pp mesh on 8 ranks: the worked 2x2x2 example of mesh.hpp, rank <->
+// Tests for the dp x ep x cp x tp x pp mesh on 8 ranks: the worked 2x2x2 example of mesh.hpp, rank <->
 // coordinate round trips for every factorisation used, group membership gathered from the
 // groups themselves, and the layout error message.
 #include "core/mesh.hpp"
@@ -55,7 +55,8 @@ TEST(Mesh, WorkedExample2x2x2) {
 }
 
 const Layout kLayouts[] = {{8, 1, 1},    {1, 8, 1},    {1, 1, 8},    {2, 4, 1},    {4, 1, 2},
-                           {2, 2, 2},    {1, 1, 1, 8}, {2, 1, 1, 4}, {1, 2, 2, 2}, {2, 2, 1, 2}};
+                           {2, 2, 2},    {1, 1, 1, 8}, {2, 1, 1, 4}, {1, 2, 2, 2}, {2, 2, 1, 2},
+                           {1, 1, 1, 1, 8}, {2, 1, 1, 1, 4}, {2, 2, 1, 1, 2}, {1, 1, 2, 2, 2}, {2, 1, 1, 2, 2}};
 
 std::string name(const Layout& l) { return l.product_string(); }
 
@@ -63,7 +64,7 @@ TEST(Mesh, RankAndCoordRoundTrip) {
   for (const Layout& l : kLayouts) {
     SCOPED_TRACE(name(l));
     ASSERT_EQ(l.num_ranks(), 8);
-    std::set<std::tuple<int, int, int, int>> seen;
+    std::set<std::tuple<int, int, int, int, int>> seen;
     for (int rank = 0; rank < 8; ++rank) {
       MeshCoord c = mesh_coord(l, rank);
       EXPECT_GE(c.dp, 0);
@@ -74,26 +75,32 @@ TEST(Mesh, RankAndCoordRoundTrip) {
       EXPECT_LT(c.pp, l.pp);
       EXPECT_GE(c.cp, 0);
       EXPECT_LT(c.cp, l.cp);
+      EXPECT_GE(c.ep, 0);
+      EXPECT_LT(c.ep, l.ep);
       EXPECT_EQ(mesh_rank(l, c), rank) << "rank " << rank;
-      EXPECT_EQ(rank, ((c.pp * l.dp + c.dp) * l.cp + c.cp) * l.tp + c.tp) << "rank " << rank;  // the documented order
-      seen.insert({c.dp, c.tp, c.pp, c.cp});
+      EXPECT_EQ(rank, (((c.pp * l.dp + c.dp) * l.ep + c.ep) * l.cp + c.cp) * l.tp + c.tp)
+          << "rank " << rank;  // the documented order
+      seen.insert({c.dp, c.tp, c.pp, c.cp, c.ep});
     }
     EXPECT_EQ(seen.size(), 8u) << "coordinates are not a bijection";
     for (int pp = 0; pp < l.pp; ++pp)
       for (int dp = 0; dp < l.dp; ++dp)
-        for (int cp = 0; cp < l.cp; ++cp)
-          for (int tp = 0; tp < l.tp; ++tp) {
-            MeshCoord c = mesh_coord(l, mesh_rank(l, {dp, tp, pp, cp}));
-            EXPECT_EQ(c.dp, dp);
-            EXPECT_EQ(c.tp, tp);
-            EXPECT_EQ(c.pp, pp);
-            EXPECT_EQ(c.cp, cp);
-          }
+        for (int ep = 0; ep < l.ep; ++ep)
+          for (int cp = 0; cp < l.cp; ++cp)
+            for (int tp = 0; tp < l.tp; ++tp) {
+              MeshCoord c = mesh_coord(l, mesh_rank(l, {dp, tp, pp, cp, ep}));
+              EXPECT_EQ(c.dp, dp);
+              EXPECT_EQ(c.tp, tp);
+              EXPECT_EQ(c.pp, pp);
+              EXPECT_EQ(c.cp, cp);
+              EXPECT_EQ(c.ep, ep);
+            }
   }
 }
 
 // For every layout: each axis group holds exactly the ranks that agree with this one on the
-// other coordinates, ordered along the axis; the dp group spans dp and cp, ordered by (dp, cp).
+// other coordinates, ordered along the axis; the dp group spans dp and cp, ordered by (dp, cp),
+// within one ep index.
 TEST(Mesh, AxisGroupsForEveryLayout) {
   auto world = MpiComm::duplicate(MPI_COMM_WORLD, "world");
   ASSERT_EQ(world->size(), 8);
@@ -102,18 +109,21 @@ TEST(Mesh, AxisGroupsForEveryLayout) {
     SCOPED_TRACE(name(l));
     Mesh mesh(*world, l);
     const MeshCoord c = mesh.coord();
-    std::vector<int32_t> dp, tp, pp, cp;
+    std::vector<int32_t> dp, tp, pp, cp, ep;
     for (int i = 0; i < l.dp; ++i)
-      for (int j = 0; j < l.cp; ++j) dp.push_back(mesh_rank(l, {i, c.tp, c.pp, j}));
-    for (int i = 0; i < l.tp; ++i) tp.push_back(mesh_rank(l, {c.dp, i, c.pp, c.cp}));
-    for (int i = 0; i < l.pp; ++i) pp.push_back(mesh_rank(l, {c.dp, c.tp, i, c.cp}));
-    for (int i = 0; i < l.cp; ++i) cp.push_back(mesh_rank(l, {c.dp, c.tp, c.pp, i}));
+      for (int j = 0; j < l.cp; ++j) dp.push_back(mesh_rank(l, {i, c.tp, c.pp, j, c.ep}));
+    for (int i = 0; i < l.tp; ++i) tp.push_back(mesh_rank(l, {c.dp, i, c.pp, c.cp, c.ep}));
+    for (int i = 0; i < l.pp; ++i) pp.push_back(mesh_rank(l, {c.dp, c.tp, i, c.cp, c.ep}));
+    for (int i = 0; i < l.cp; ++i) cp.push_back(mesh_rank(l, {c.dp, c.tp, c.pp, i, c.ep}));
+    for (int i = 0; i < l.ep; ++i) ep.push_back(mesh_rank(l, {c.dp, c.tp, c.pp, c.cp, i}));
     EXPECT_EQ(members(mesh.dp(), r), dp);
     EXPECT_EQ(members(mesh.tp(), r), tp);
     EXPECT_EQ(members(mesh.pp(), r), pp);
     EXPECT_EQ(members(mesh.cp(), r), cp);
+    EXPECT_EQ(members(mesh.ep(), r), ep);
     EXPECT_EQ(mesh.dp().rank(), c.dp * l.cp + c.cp);
     EXPECT_EQ(mesh.cp().rank(), c.cp);
+    EXPECT_EQ(mesh.ep().rank(), c.ep);
   }
 }
 
@@ -132,6 +142,12 @@ TEST(Mesh, LayoutNotMatchingWorldThrowsConfigErrorWithTheProduct) {
     FAIL() << "no exception for a 4-rank layout on 8 ranks";
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(), "dp(2) * cp(2) * tp(1) * pp(1) = 4, but 8 ranks are running");
+  }
+  try {
+    Mesh mesh(*world, {1, 1, 1, 2, 2});
+    FAIL() << "no exception for a 4-rank layout on 8 ranks";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(), "dp(1) * ep(2) * cp(2) * tp(1) * pp(1) = 4, but 8 ranks are running");
   }
 }
 

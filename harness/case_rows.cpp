@@ -68,7 +68,7 @@ Row finish_case(const CaseConfig& c, const WorkloadSpec& w, const StrategyInfo& 
           {"optimizer", c.optimizer.kind}, {"zero_stage", num(int64_t(info.zero_stage))},
           {"ranks", num(int64_t(c.layout.num_ranks()))},
           {"dp", num(int64_t(c.layout.dp))}, {"tp", num(int64_t(c.layout.tp))}, {"pp", num(int64_t(c.layout.pp))},
-          {"cp", num(int64_t(c.layout.cp))}, {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
+          {"cp", num(int64_t(c.layout.cp))}, {"ep", num(int64_t(c.layout.ep))}, {"steps", num(int64_t(c.steps))}, {"warmup_steps", num(int64_t(c.warmup_steps))},
           {"global_batch", num(c.global_batch)}, {"data", c.data}, {"timing_probe", c.timing_probe ? "1" : "0"}};
   // The strategy's declared options, each in its own column.
   for (const OptionSpec& o : info.options)

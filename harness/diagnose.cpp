@@ -98,7 +98,8 @@ std::vector<ShardMap> shard_maps(const CaseConfig& c, const WorkloadSpec& w, Mpi
   Mesh mesh(side, c.layout);
   TensorParallel tp(&mesh.tp());
   const auto stages = stage_blocks(w, c.layout.pp, c.stage_layers);
-  ModelShard shard{&tp, nullptr, stages[mesh.coord().pp].first, stages[mesh.coord().pp].second};
+  const ExpertParallel ep(mesh.coord().ep, c.layout.ep);  // shapes only: which experts the rank holds
+  ModelShard shard{&tp, nullptr, &ep, stages[mesh.coord().pp].first, stages[mesh.coord().pp].second};
   std::unique_ptr<Backend<double>> be = make_backend<double>("cpu");
   MemoryTracker mem(be->allocator());
   auto model = make_model<double>(w, *be, mem, c.seed, ModelStorage{pad_to, true, true}, shard);

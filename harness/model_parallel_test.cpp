@@ -307,6 +307,75 @@ pp = 1
 dtype = ["float64", "float32"]
 
 [[case]]
+name = "gpt-cp2"
+strategy = "cp"
+cp = 2
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "gpt-cp4"
+strategy = "cp"
+cp = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "moe-ep2"
+strategy = "ep"
+workload = "moe-tiny-aux"
+ep = 2
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "moe-ep4"
+strategy = "ep"
+workload = "moe-tiny-aux"
+ep = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "moe-hybrid-dp2-ep2-tp2"
+strategy = "hybrid"
+workload = "moe-tiny-aux"
+dp = 2
+ep = 2
+tp = 2
+zero_stage = 3
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-cp-ring-backwards"
+strategy = "cp-ring-backwards"
+cp = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-cp-ring-stuck"
+strategy = "cp-ring-stuck"
+cp = 4
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-ep-misrouted"
+strategy = "ep-misrouted"
+workload = "moe-tiny"
+ep = 2
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-ep-padded"
+strategy = "ep-padded"
+workload = "moe-tiny"
+ep = 2
+dtype = ["float64", "float32"]
+
+[[case]]
+name = "bug-ep-dense-unsummed"
+strategy = "ep-dense-unsummed"
+workload = "moe-tiny"
+ep = 2
+dtype = ["float64", "float32"]
+
+[[case]]
 name = "bug-drop-last"
 strategy = "pp-1f1b-drop-last"
 dp = 1
@@ -399,7 +468,8 @@ INSTANTIATE_TEST_SUITE_P(ModelParallel, Layouts,
                                          "gpt-hybrid-4x2x1", "gpt-hybrid-2x1x4", "gpt-hybrid-1x2x4",
                                          "gpt-hybrid-2x2x2-zero1", "gpt-hybrid-2x2x2-fsdp",
                                          "gpt-hybrid-2x2x2-zero2-gpipe", "gpt-hybrid-2x2x2-link", "mlp-tp2",
-                                         "mlp-tp4", "mlp-pp2", "mlp-hybrid-2x2x2"),
+                                         "mlp-tp4", "mlp-pp2", "mlp-hybrid-2x2x2", "gpt-cp2", "gpt-cp4",
+                                         "moe-ep2", "moe-ep4", "moe-hybrid-dp2-ep2-tp2"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string n = i.param;
                            for (char& ch : n)
@@ -418,6 +488,29 @@ TEST(PlantedBugs, RowParallelWithoutAllReduce) {
 TEST(PlantedBugs, WrongVocabularyShardOffset) {
   expect("bug-vocab-overlap-float64", "FAIL", "SKIP", "PASS", "PASS", "FAIL");
   expect("bug-vocab-overlap-float32", "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+}
+
+// Context parallelism's ring turning the wrong way places keys at other positions (only the
+// numbers show it: the bytes are the same); a ring that never passes anything on is wrong and
+// sends nothing.
+TEST(PlantedBugs, ContextParallelRing) {
+  expect("bug-cp-ring-backwards-float64", "FAIL", "SKIP", "PASS", "PASS", "FAIL");
+  expect("bug-cp-ring-backwards-float32", "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+  expect("bug-cp-ring-stuck-float64", "FAIL", "SKIP", "FAIL", "PASS", "FAIL");
+  expect("bug-cp-ring-stuck-float32", "SKIP", "FAIL", "FAIL", "PASS", "FAIL");
+}
+
+// Expert parallelism: tokens at the wrong rank's expert (the numbers; the bytes follow the
+// routing taken, so they agree), empty capacity slots dispatched too (the numbers are right:
+// only the all_to_allv bytes show it), dense gradients never summed over ep (the numbers and
+// the missing all_reduce).
+TEST(PlantedBugs, ExpertParallelDispatch) {
+  expect("bug-ep-misrouted-float64", "FAIL", "SKIP", "PASS", "PASS", "FAIL");
+  expect("bug-ep-misrouted-float32", "SKIP", "FAIL", "PASS", "PASS", "FAIL");
+  expect("bug-ep-padded-float64", "PASS", "SKIP", "FAIL", "PASS", "FAIL");
+  expect("bug-ep-padded-float32", "SKIP", "PASS", "FAIL", "PASS", "FAIL");
+  expect("bug-ep-dense-unsummed-float64", "FAIL", "SKIP", "FAIL", "PASS", "FAIL");
+  expect("bug-ep-dense-unsummed-float32", "SKIP", "FAIL", "FAIL", "PASS", "FAIL");
 }
 
 // GPipe's order under 1F1B's name: the numbers and the bytes are right, but the first stage

@@ -63,7 +63,7 @@ TEST(PoisonBackend, QuickSuitePassesWithEveryTensorInThePoisonArena) {
   EXPECT_GT(arena().allocations(), 0);
   EXPECT_EQ(arena().live_bytes(), 0);  // every tensor released
   if (rank == 0) {
-    EXPECT_EQ(cases.rows.size(), 61u);
+    EXPECT_EQ(cases.rows.size(), 65u);
     for (const auto& [name, row] : cases.rows) {
       EXPECT_EQ(row.at("verdict"), "PASS") << name << ": " << row.at("reason");
       EXPECT_EQ(row.at("comm_backend"), "mpi") << name;
@@ -89,7 +89,7 @@ TEST(PoisonBackend, QuickSuitePassesOnTheStagedCommunicator) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) {
-    EXPECT_EQ(cases.rows.size(), 61u);
+    EXPECT_EQ(cases.rows.size(), 65u);
     for (const auto& [name, row] : cases.rows) {
       EXPECT_EQ(row.at("verdict"), "PASS") << name << ": " << row.at("reason");
       EXPECT_EQ(row.at("comm_backend"), "mpi-staged") << name;

@@ -85,7 +85,7 @@ Row crash_row(const CaseConfig& c, const std::string& faults) {
   return {{"case", c.name}, {"strategy", c.strategy}, {"workload", c.workload}, {"dtype", c.dtype},
           {"backend", c.backend}, {"ranks", std::to_string(c.layout.num_ranks())},
           {"dp", std::to_string(c.layout.dp)}, {"tp", std::to_string(c.layout.tp)},
-          {"pp", std::to_string(c.layout.pp)}, {"cp", std::to_string(c.layout.cp)}, {"steps", std::to_string(c.steps)},
+          {"pp", std::to_string(c.layout.pp)}, {"cp", std::to_string(c.layout.cp)}, {"ep", std::to_string(c.layout.ep)}, {"steps", std::to_string(c.steps)},
           {"check_exact", "SKIP"}, {"check_precision", "SKIP"}, {"check_comm", "SKIP"}, {"check_memory", "SKIP"},
           {"check_trace", "SKIP"}, {"verdict", "FAIL"},
           {"reason", one_line("crash: the run died during this case (recorded by --resume); " +

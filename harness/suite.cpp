@@ -66,6 +66,7 @@ const std::map<std::string, KeySpec>& key_specs() {
       {"tp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.tp = int(as_int(n)); }}},
       {"pp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.pp = int(as_int(n)); }}},
       {"cp", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.cp = int(as_int(n)); }}},
+      {"ep", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.layout.ep = int(as_int(n)); }}},
       {"steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.steps = int(as_int(n)); }}},
       {"warmup_steps", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.warmup_steps = int(as_int(n)); }}},
       {"global_batch", {Kind::integer, [](CaseConfig& c, const toml::node& n) { c.global_batch = as_int(n); }}},
@@ -286,6 +287,7 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   require(c.layout.tp >= 1, "tp", "must be at least 1");
   require(c.layout.pp >= 1, "pp", "must be at least 1");
   require(c.layout.cp >= 1, "cp", "must be at least 1");
+  require(c.layout.ep >= 1, "ep", "must be at least 1");
   require(c.steps >= 1, "steps", "must be at least 1");
   require(c.warmup_steps >= 0 && c.warmup_steps < c.steps, "warmup_steps",
           "must be in [0, steps), got " + std::to_string(c.warmup_steps) + " with steps " + std::to_string(c.steps));
@@ -309,10 +311,10 @@ void validate_case(const CaseConfig& c, const std::vector<Setting>& settings, in
   if (c.global_batch > limits.max_global_batch)
     over_limit("global_batch", std::to_string(c.global_batch) + " samples", "max_global_batch",
                std::to_string(limits.max_global_batch));
-  // In double: four axes of up to 2^31 each overflow any integer (Layout::num_ranks is int).
+  // In double: five axes of up to 2^31 each overflow any integer (Layout::num_ranks is int).
   const Layout& l = c.layout;
-  const double ranks = double(l.dp) * l.tp * l.pp * l.cp;
-  const std::string widest = l.dp > 1 ? "dp" : l.tp > 1 ? "tp" : l.pp > 1 ? "pp" : "cp";
+  const double ranks = double(l.dp) * l.tp * l.pp * l.cp * l.ep;
+  const std::string widest = l.dp > 1 ? "dp" : l.tp > 1 ? "tp" : l.pp > 1 ? "pp" : l.cp > 1 ? "cp" : "ep";
   if (ranks > double(limits.max_ranks))
     over_limit(widest, l.axes_string() + " = " + num_text(ranks) + " ranks", "max_ranks",
                std::to_string(limits.max_ranks));

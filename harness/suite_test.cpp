@@ -339,7 +339,7 @@ slow_factor = 2.5
   // One per key above, plus the options of strategies other than hybrid (sync_every,
   // outer_lr, outer_momentum, outer_dtype, staleness: harness/async_test.cpp sets them;
   // servers: harness/param_server_test.cpp).
-  EXPECT_EQ(suite_keys(registry()).size(), 39u + 6u);
+  EXPECT_EQ(suite_keys(registry()).size(), 40u + 6u);
 }
 
 // A strategy declares its options: the parser takes them (with their defaults) for cases of
@@ -594,6 +594,26 @@ TEST(SuiteErrors, ContextParallelMustFitTheSequences) {
   EXPECT_TRUE(contains(e, "test.toml:4: key 'cp': must be at least 1")) << e;
   Suite s = parse(gpt + "cp = 4\n");
   ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_EQ(s.cases[0].layout.num_ranks(), 4);
+}
+
+// Expert parallelism: ep must divide the experts (moe-tiny: 4), the workload must have
+// experts, and the batch must split over dp * ep; each names the key.
+TEST(SuiteErrors, ExpertParallelMustFitTheExperts) {
+  const std::string moe = "[[case]]\nstrategy = \"ep\"\nworkload = \"moe-tiny\"\nglobal_batch = 8\n";
+  std::string e = error_of(moe + "ep = 3\n");
+  EXPECT_TRUE(contains(e, "test.toml:5: key 'ep': ep 3 does not divide moe-tiny's 4 experts; choose a divisor of 4")) << e;
+  e = error_of("[[case]]\nstrategy = \"ep\"\nworkload = \"gpt-tiny\"\nep = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'ep': ep 2 splits experts, and workload kind gpt has none")) << e;
+  e = error_of("[[case]]\nstrategy = \"hybrid\"\nworkload = \"moe-tiny\"\nglobal_batch = 6\ndp = 2\nep = 2\n");
+  EXPECT_TRUE(contains(e, "key 'global_batch': global_batch 6 is not divisible by dp * ep(4)")) << e;
+  e = error_of("[[case]]\nstrategy = \"cp\"\nworkload = \"moe-tiny\"\nep = 2\n");
+  EXPECT_TRUE(contains(e, "test.toml:4: key 'ep': cp needs dp(1) * tp(1) * pp(1), got dp(1) * ep(2) * tp(1) * pp(1) = 2")) << e;
+  e = error_of(moe + "ep = 0\n");
+  EXPECT_TRUE(contains(e, "test.toml:5: key 'ep': must be at least 1")) << e;
+  Suite s = parse(moe + "ep = 4\n");
+  ASSERT_EQ(s.cases.size(), 1u);
+  EXPECT_EQ(s.cases[0].layout.ep, 4);
   EXPECT_EQ(s.cases[0].layout.num_ranks(), 4);
 }
 

@@ -364,7 +364,8 @@ template class ParamServer<float>;
 template class ParamServer<double>;
 
 void validate_param_server(const CaseConfig& c, const WorkloadSpec& w) {
-  if (c.layout.tp != 1 || c.layout.pp != 1 || c.layout.cp != 1) require_layout(c, c.layout.dp, 1, 1, "param-server");
+  if (c.layout.tp != 1 || c.layout.pp != 1 || c.layout.cp != 1 || c.layout.ep != 1)
+    require_layout(c, c.layout.dp, 1, 1, "param-server");
   const int dp = c.layout.dp;
   const int64_t servers = c.option<int64_t>("servers"), s = c.option<int64_t>("staleness");
   if (servers < 1) throw CaseError("servers", "servers " + std::to_string(servers) + " must be at least 1");

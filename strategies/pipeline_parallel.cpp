@@ -119,7 +119,10 @@ Pipeline<T>::Pipeline(const StrategyContext<T>& ctx, Replica<T>& replica, std::s
 
 template <class T>
 Micro<T> Pipeline<T>::micro_batch(int k) const {
-  return {&replica_.batch(), k * rows_, rows_, static_cast<double>(replica_.batch().rows)};
+  // The loss is a mean over the replica's samples, or under expert parallelism over its ep
+  // group's (the trainer sums the dense gradients over that group).
+  return {&replica_.batch(), k * rows_, rows_,
+          static_cast<double>(replica_.batch().rows) * ctx_.mesh.layout().ep};
 }
 
 template <class T>
@@ -227,9 +230,9 @@ double Pipeline<T>::run(const UnitHooks& hooks) {
 
 template <class T>
 StageShape stage_shape(const Model<T>& m, std::shared_ptr<const ScheduleTable> table, int stage, int micro,
-                       int64_t rows, int tp, int cp) {
-  StageShape s{stage, table->p, micro, tp, rows, table, {}, m.tp_comm(rows), static_cast<int64_t>(sizeof(T)),
-               m.compute(rows), cp};
+                       int64_t rows, const Layout& mesh) {
+  StageShape s{stage, table->p, micro, mesh.tp, rows, table, {}, m.tp_comm(rows), static_cast<int64_t>(sizeof(T)),
+               m.compute(rows), mesh.cp, mesh.ep};
   const int G = table->p * table->v;
   for (int c = 0; c < table->v; ++c) {
     const int g = table->vstage(stage, c);
@@ -238,10 +241,10 @@ StageShape stage_shape(const Model<T>& m, std::shared_ptr<const ScheduleTable> t
   }
   return s;
 }
-template StageShape stage_shape(const Model<float>&, std::shared_ptr<const ScheduleTable>, int, int, int64_t, int,
-                                int);
-template StageShape stage_shape(const Model<double>&, std::shared_ptr<const ScheduleTable>, int, int, int64_t, int,
-                                int);
+template StageShape stage_shape(const Model<float>&, std::shared_ptr<const ScheduleTable>, int, int, int64_t,
+                                const Layout&);
+template StageShape stage_shape(const Model<double>&, std::shared_ptr<const ScheduleTable>, int, int, int64_t,
+                                const Layout&);
 
 namespace {
 // Whether virtual stage `to` sits on another rank (transfers to it are sends).
@@ -271,7 +274,8 @@ std::vector<ExpectedOp> pipeline_comm(const StageShape& st) {
     out.push_back({"pp", CommOp::recv, st.stages, sends, send_bytes});
   }
   for (const TpCollective& c : st.tp_comm)
-    out.push_back({c.axis, c.op, c.axis == "cp" ? st.cp : st.tp, static_cast<uint64_t>(c.calls) * k,
+    out.push_back({c.axis, c.op, c.axis == "cp" ? st.cp : c.axis == "ep" ? st.ep : st.tp,
+                   static_cast<uint64_t>(c.calls) * k,
                    static_cast<uint64_t>(c.payload_bytes) * k});
   return out;
 }
@@ -298,7 +302,7 @@ int64_t pipeline_workspace(const StageShape& s) {
 
 template <class T>
 StageShape Pipeline<T>::shape() const {
-  return stage_shape(replica_.model(), table_, stage_, micro_, rows_, ctx_.mesh.layout().tp, ctx_.mesh.layout().cp);
+  return stage_shape(replica_.model(), table_, stage_, micro_, rows_, ctx_.mesh.layout());
 }
 
 template <class T>

@@ -63,11 +63,11 @@ struct StageShape {
   std::vector<TpCollective> tp_comm;         // Model::tp_comm(rows), every chunk
   int64_t elem_bytes = 8;
   ComputeWork work;                          // Model::compute(rows)
-  int cp = 1;
+  int cp = 1, ep = 1;  // the context- and expert-parallel groups' sizes
 };
 template <class T>
 StageShape stage_shape(const Model<T>& m, std::shared_ptr<const ScheduleTable> table, int stage, int micro,
-                       int64_t rows, int tp, int cp = 1);
+                       int64_t rows, const Layout& mesh);
 // pp point-to-point plus the tensor-parallel collectives and context-parallel ring transfers
 // of every microbatch, per step.
 std::vector<ExpectedOp> pipeline_comm(const StageShape& s);

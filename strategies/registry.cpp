@@ -141,11 +141,11 @@ std::string config_key(const CaseConfig& c) {
   return k;
 }
 
-void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who, int cp) {
+void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who, int cp, int ep) {
   const Layout& l = c.layout;
-  if (l.dp != dp || l.tp != tp || l.pp != pp || l.cp != cp) {
-    std::string axis = l.dp != dp ? "dp" : l.tp != tp ? "tp" : l.pp != pp ? "pp" : "cp";
-    throw CaseError(axis, who + " needs " + Layout{dp, tp, pp, cp}.axes_string() + ", got " + l.product_string());
+  if (l.dp != dp || l.tp != tp || l.pp != pp || l.cp != cp || l.ep != ep) {
+    std::string axis = l.dp != dp ? "dp" : l.tp != tp ? "tp" : l.pp != pp ? "pp" : l.cp != cp ? "cp" : "ep";
+    throw CaseError(axis, who + " needs " + Layout{dp, tp, pp, cp, ep}.axes_string() + ", got " + l.product_string());
   }
 }
 
@@ -188,8 +188,10 @@ StrategyRegistry builtin_strategies() {
   r.add(delayed_sgd_entry());
   r.add(trainer_entry("cp", "context parallel: each sequence split over cp ranks (causal load balance), ring attention",
                       "cp", {ddp, one_f_one_b}));
-  r.add(trainer_entry("hybrid", "any dp x cp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
-                      "dp tp pp cp", {}));
+  r.add(trainer_entry("ep", "expert parallel: each MoE block's experts split over ep ranks, tokens dispatched and "
+                      "combined by all-to-all", "ep", {ddp, one_f_one_b}));
+  r.add(trainer_entry("hybrid", "any dp x ep x cp x tp x pp; zero_stage 0-3 on dp, schedule and microbatches from the case",
+                      "dp tp pp cp ep", {}));
   r.add(param_server_entry());
   return r;
 }

@@ -161,7 +161,7 @@ CaseConfig reference_config(const StrategyInfo& info, const CaseConfig& c);
 std::string config_key(const CaseConfig& c);
 
 // Shared layout checks.
-void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who, int cp = 1);
+void require_layout(const CaseConfig& c, int dp, int tp, int pp, const std::string& who, int cp = 1, int ep = 1);
 void require_batch_divisible(const CaseConfig& c, int64_t divisor, const std::string& what);
 
 }  // namespace pts

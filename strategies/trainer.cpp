@@ -20,7 +20,11 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
   if (c.microbatches < 0) throw CaseError("microbatches", "microbatches must be at least 1 (0: one per stage)");
-  require_batch_divisible(c, int64_t(l.dp) * m, m > 1 ? "dp * microbatches " : "dp");
+  // Before the batch: an ep that cannot split the experts is the first thing to fix.
+  if (l.ep > 1)
+    if (std::string problem = w.model_kind().ep_problem(w, l.ep); !problem.empty()) throw CaseError("ep", problem);
+  const std::string replicas = l.ep > 1 ? "dp * ep" : "dp";  // ep ranks take their own samples
+  require_batch_divisible(c, int64_t(l.dp) * l.ep * m, m > 1 ? replicas + " * microbatches " : replicas);
   if (c.bucket_bytes < 1) throw CaseError("bucket_bytes", "bucket_bytes must be at least 1");
   if (!find_schedule(c.schedule))
     throw CaseError("schedule", "unknown schedule '" + c.schedule + "'; known: " + schedule_names());
@@ -44,12 +48,35 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
 
 namespace {
 ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
-                     const TensorParallel& tp, const ContextParallel& cp) {
+                     const TensorParallel& tp, const ContextParallel& cp, const ExpertParallel& ep) {
   ModelShard s;
   s.tp = &tp;
   s.cp = &cp;
+  s.ep = &ep;
   s.chunks = rank_chunks(w, t, stage, c.stage_layers);
   return s;
+}
+
+// Samples per replica and step: the batch splits over dp and, under expert parallelism, over
+// the ep ranks of each replica too (they route their own tokens).
+template <class T>
+int64_t replica_rows(const StrategyContext<T>& ctx) {
+  return ctx.config.global_batch / (ctx.mesh.layout().dp * ctx.mesh.layout().ep);
+}
+
+// The dense gradients' sum over ep: one all_reduce per unit, of its replicated elements.
+void add_ep_sum(const std::vector<int64_t>& replicated, const Layout& l, int64_t elem, std::vector<ExpectedOp>& out) {
+  if (l.ep < 2) return;
+  ExpectedOp op{"ep", CommOp::all_reduce, l.ep, 0, 0};
+  for (int64_t n : replicated)
+    if (n > 0) ++op.calls, op.payload_bytes += static_cast<uint64_t>(n * elem);
+  if (op.calls) out.push_back(op);
+}
+template <class T>
+std::vector<int64_t> ep_replicated(const Model<T>& m) {
+  std::vector<int64_t> v;
+  for (size_t u = 0; u < m.layout().units.size(); ++u) v.push_back(m.ep_replicated(u));
+  return v;
 }
 
 std::shared_ptr<const PipeSchedule> schedule_of(const CaseConfig& c, const TrainerPreset& p) {
@@ -70,17 +97,32 @@ Trainer<T>::Trainer(const StrategyContext<T>& ctx, const TrainerPreset& preset)
       tp_(preset.tensor_parallel ? preset.tensor_parallel(&ctx.mesh.tp()) : std::make_unique<TensorParallel>(&ctx.mesh.tp())),
       cp_(preset.context_parallel ? preset.context_parallel(&ctx.mesh.cp())
                                   : std::make_unique<ContextParallel>(&ctx.mesh.cp())),
+      ep_(preset.expert_parallel ? preset.expert_parallel(&ctx.mesh.ep())
+                                 : std::make_unique<ExpertParallel>(&ctx.mesh.ep())),
       table_(case_table(ctx.config, *schedule_of(ctx.config, preset))),
-      replica_(ctx, ctx.mesh.coord().dp * (ctx.config.global_batch / ctx.mesh.layout().dp),
-               ctx.config.global_batch / ctx.mesh.layout().dp, sync_->storage(),
-               shard_for(ctx.config, ctx.workload, *table_, ctx.mesh.coord().pp, *tp_, *cp_)),
+      replica_(ctx, replica_rows(ctx) * (ctx.mesh.coord().dp * ctx.mesh.layout().ep + ctx.mesh.coord().ep),
+               replica_rows(ctx), sync_->storage(),
+               shard_for(ctx.config, ctx.workload, *table_, ctx.mesh.coord().pp, *tp_, *cp_, *ep_)),
       pipeline_(ctx, replica_, schedule_of(ctx.config, preset), table_) {
   sync_->attach(replica_.model());
 }
 
 template <class T>
+UnitHooks Trainer<T>::hooks(int step) {
+  UnitHooks h = sync_->hooks(step);
+  if (!ep_->active()) return h;
+  h.after_backward = [this, dp = h.after_backward](size_t u) {
+    Model<T>& m = replica_.model();
+    ep_->sum(m.unit_grads(u), m.ep_replicated(u), dtype_of<T>());
+    if (dp) dp(u);
+  };
+  return h;
+}
+
+template <class T>
 double Trainer<T>::train_step(int step) {
-  const double loss = pipeline_.run(sync_->hooks(step));
+  ep_->begin_step(step);
+  const double loss = pipeline_.run(hooks(step));
   // An emulated straggler: the slow rank computes slow_factor times as long, before it
   // synchronises (a sleep, so the other ranks' cores stay free).
   if (ctx_.mesh.world().rank() == ctx_.config.slow_rank && ctx_.config.slow_factor > 1)
@@ -98,7 +140,9 @@ std::vector<double> Trainer<T>::full_params(Comm& side) {
   // This rank's stage/shard parameters in its local unpadded order...
   const MeshCoord& c = ctx_.mesh.coord();
   const Layout& l = ctx_.mesh.layout();
-  auto dp_side = side.split(c.pp * l.tp + c.tp, c.dp * l.cp + c.cp, "dp");  // the mesh's dp group
+  MeshCoord root = c;  // the mesh's dp group, named by its first rank
+  root.dp = root.cp = 0;
+  auto dp_side = side.split(mesh_rank(l, root), c.dp * l.cp + c.cp, "dp");
   const std::vector<double> local = sync_->local_params(*dp_side);
   // ...placed in canonical order by the first replica and summed over all ranks (every
   // canonical element has exactly one source; the rest add zeros, which is exact).
@@ -122,8 +166,24 @@ RankStatement trainer_statement(const StageShape& stage, const PipeSchedule& sch
 template <class T>
 RankStatement Trainer<T>::statement(int step) const {
   const DpStatement dp{sync_->expected_comm(step), sync_->expected_memory(), sync_->workspace_bound()};
-  return trainer_statement(pipeline_.shape(), pipeline_.schedule(), dp,
-                           replica_.workspace_bound(pipeline_.rows_per_micro()));
+  RankStatement r = trainer_statement(pipeline_.shape(), pipeline_.schedule(), dp,
+                                      replica_.workspace_bound(pipeline_.rows_per_micro()));
+  const Layout& l = ctx_.mesh.layout();
+  add_ep_sum(ep_replicated(replica_.model()), l, sizeof(T), r.comm);
+  // The dispatch and its backward carry the rows this rank's experts received, the combine
+  // and its backward the rows of its own tokens: each [rows, C], as the routing of the step
+  // (recorded) says.
+  // Under tensor parallelism too, each received row's expert output and input gradient are
+  // all-reduced over tp ([rows, C] each).
+  const ExpertParallel::Ledger routed = ep_->ledger(step);
+  const uint64_t row = static_cast<uint64_t>(ctx_.workload.embd) * sizeof(T);
+  for (ExpectedOp& op : r.comm) {
+    if (op.axis == "ep" && op.op == CommOp::all_to_allv)
+      op.payload_bytes = static_cast<uint64_t>(2 * (routed.rows_in + routed.rows_out)) * row;
+    if (op.axis == "tp" && op.op == CommOp::all_reduce && ep_->active())
+      op.payload_bytes += static_cast<uint64_t>(2 * routed.rows_in) * row;
+  }
+  return r;
 }
 
 template <class T>
@@ -220,9 +280,11 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   const Layout& l = c.layout;
   const TensorParallel tp(coord.tp, l.tp);
   const ContextParallel cp(coord.cp, l.cp);
+  const ExpertParallel ep(coord.ep, l.ep);
   ModelShard shard;
   shard.tp = &tp;
   shard.cp = &cp;
+  shard.ep = &ep;
   const std::shared_ptr<const ScheduleTable> table = case_table(c, schedule);
   shard.chunks = rank_chunks(w, *table, coord.pp, c.stage_layers);
   ModelStorage storage = a.storage(l.dp * l.cp);  // cp ranks are gradient peers (core/mesh.hpp)
@@ -231,11 +293,14 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   MemoryTracker mem;
   const auto model = make_model<T>(w, *backend, mem, c.seed, storage, shard);
   const int m = microbatches_of(c);
-  const int64_t batch_rows = c.global_batch / l.dp, rows = batch_rows / m;
+  const int64_t batch_rows = c.global_batch / (l.dp * l.ep), rows = batch_rows / m;
   const int64_t elem = sizeof(T);
   const DpStatement dp = a.statement(DpShape{c, model->layout(), l.dp * l.cp, elem}, step);
-  return trainer_statement(stage_shape(*model, table, coord.pp, m, rows, l.tp, l.cp), schedule, dp,
-                           Replica<T>::replica_workspace(w, batch_rows, model->workspace_bytes(rows), elem));
+  // (the all_to_allv bytes of expert parallelism follow the routing: not predicted, 0 here)
+  RankStatement r = trainer_statement(stage_shape(*model, table, coord.pp, m, rows, l), schedule, dp,
+                                      Replica<T>::replica_workspace(w, batch_rows, model->workspace_bytes(rows), elem));
+  add_ep_sum(ep_replicated(*model), l, elem, r.comm);
+  return r;
 }
 }  // namespace
 
@@ -243,7 +308,8 @@ StrategyInfo trainer_entry(std::string name, std::string description, std::strin
   auto validate = [name, axes, preset](const CaseConfig& c, const WorkloadSpec& w) {
     const Layout& l = c.layout;
     auto has = [&](const char* axis) { return axes.find(axis) != std::string::npos; };
-    require_layout(c, has("dp") ? l.dp : 1, has("tp") ? l.tp : 1, has("pp") ? l.pp : 1, name, has("cp") ? l.cp : 1);
+    require_layout(c, has("dp") ? l.dp : 1, has("tp") ? l.tp : 1, has("pp") ? l.pp : 1, name, has("cp") ? l.cp : 1,
+                   has("ep") ? l.ep : 1);
     validate_parallel_with(c, w, preset.schedule.get());
   };
   StrategyInfo info = strategy_entry<Trainer>(std::move(name), std::move(description), validate, preset);

@@ -9,9 +9,13 @@
 //       communicate through: TpLinear column/row layers in both the MLP and the GPT, the
 //       vocabulary split of the GPT's embedding and loss;
 //   cp  a ContextParallel object (workloads/context_parallel.hpp): which positions of each
-//       sequence the rank holds, and the ring its attention passes keys and values around.
+//       sequence the rank holds, and the ring its attention passes keys and values around;
+//   ep  an ExpertParallel object (workloads/expert_parallel.hpp): which experts of a MoE model
+//       the rank holds, and the all-to-all exchanges that take tokens to them and back. ep
+//       ranks take different samples; the trainer sums their dense gradients over the ep
+//       group before the dp algorithm's hook sees each unit.
 // A preset fixes some of them (ddp = Ddp on dp alone, pp-gpipe = GPipe on pp alone, hybrid
-// takes all from the case). Each replica trains on global_batch/dp samples.
+// takes all from the case). Each replica trains on global_batch/(dp ep) samples.
 //
 // A step: the pipeline runs every microbatch's forward and backward on this stage, calling
 // the dp algorithm's hooks around each unit; then the dp algorithm synchronises and updates.
@@ -43,6 +47,7 @@ struct TrainerPreset {
   std::shared_ptr<const PipeSchedule> schedule = nullptr;  // null: the case's `schedule`
   TensorParallelFactory tensor_parallel = nullptr;  // null: TensorParallel (tensor_parallel.hpp)
   ContextParallelFactory context_parallel = nullptr;  // null: ContextParallel (context_parallel.hpp)
+  ExpertParallelFactory expert_parallel = nullptr;    // null: ExpertParallel (expert_parallel.hpp)
   // false: the dp algorithm has neither ddp's gradient buckets nor fsdp's gathers, so
   // bucket_bytes, overlap, prefetch and reshard_after_forward are not its options (the suite
   // refuses them instead of ignoring them, and its matrix does not vary them).
@@ -62,11 +67,14 @@ class Trainer final : public Strategy<T> {
 
  private:
   RankStatement statement(int step) const;
+  // The dp algorithm's hooks, with the dense gradients summed over ep first.
+  UnitHooks hooks(int step);
 
   StrategyContext<T> ctx_;
   std::unique_ptr<DpSync<T>> sync_;
   std::unique_ptr<TensorParallel> tp_;
   std::unique_ptr<ContextParallel> cp_;
+  std::unique_ptr<ExpertParallel> ep_;
   std::shared_ptr<const ScheduleTable> table_;
   Replica<T> replica_;
   Pipeline<T> pipeline_;

@@ -64,6 +64,8 @@ class Derivation {
     add("wd-" + name_ + "-sgd", {uneven_, decay_, tp24, dtypes_});
     add("wd-" + name_ + "-adamw", join({uneven_}, adamw_, Settings{decay_, tp24, dtypes_}));
     add("uneven-" + name_ + "3", {{"workload", {"mlp-deep"}}, decay_, {"tp", {3}}, optimizers_, dtypes_});
+    // The mixture of experts: heads and every expert's hidden width split (moe-tiny: H = 2).
+    add("moe-" + name_, {{"workload", {"moe-tiny-aux"}}, {"tp", {2}}, dtypes_});
   }
 
   // pp alone: m in {1, pp, 2pp} at every depth and on every workload kind.
@@ -92,6 +94,14 @@ class Derivation {
   // All three axes: gpt-tiny on every 8-rank mesh shape; every ZeRO stage and schedule the
   // preset takes from the case; AdamW; a link; weight decay on the uneven workloads; m in
   // {1, pp, 2pp} under every schedule; uneven widths at tp 3.
+  // ep alone: moe-tiny (E = 4) without and with the auxiliary loss at ep 1, 2, 4 (two experts,
+  // then one, per rank); m = 2; AdamW.
+  void ep() {
+    add("moe-" + name_, {{"workload", {"moe-tiny", "moe-tiny-aux"}}, {"ep", {1, 2, 4}}, dtypes_});
+    add("micro-" + name_, {{"workload", {"moe-tiny"}}, {"ep", {2}}, {"microbatches", {2}}, dtypes_});
+    add("adamw-" + name_, join({{"workload", {"moe-tiny-aux"}}, {"ep", {2}}, dtypes_}, adamw_));
+  }
+
   void hybrid() {
     const std::string gpt = "gpt-" + name_ + "-";
     const Settings tiny = {{"workload", {"gpt-tiny"}}, dtypes_}, cube = mesh(2, 2, 2);
@@ -129,8 +139,19 @@ class Derivation {
       add("schedules-" + name_ + "-cp2-pp2",
           join({{"workload", {"gpt-deep"}}, {"microbatches", {2, 4}}, dtypes_}, cp2, mesh(1, 1, 2), schedules));
     }
+    if (ep_axis_) {
+      // ep with dp 2 (every ZeRO stage), pp 2 (the one-chunk schedules), and both (8 ranks).
+      const Settings moe = {{"workload", {"moe-tiny-aux"}}, dtypes_}, ep2 = {{"ep", {2}}};
+      const Settings one_chunk = declared("schedule", {std::string("gpipe"), std::string("1f1b"), std::string("zb-h1")});
+      add("moe-" + name_ + "-ep2-2x1x1", join(moe, ep2, mesh(2, 1, 1), declared("zero_stage", {0, 1, 2, 3})));
+      add("moe-" + name_ + "-ep2-1x1x2", join(moe, ep2, mesh(1, 1, 2), Settings{{"microbatches", {2}}}, one_chunk));
+      add("moe-" + name_ + "-ep2-2x1x2", join(moe, ep2, mesh(2, 1, 2), zero_03, overlap));
+      add("moe-" + name_ + "-ep2-1x2x1", join(moe, ep2, mesh(1, 2, 1)));
+      add("moe-" + name_ + "-ep2-2x2x1", join(moe, ep2, mesh(2, 2, 1), zero_03));
+    }
   }
   void with_cp(bool on) { cp_axis_ = on; }
+  void with_ep(bool on) { ep_axis_ = on; }
 
   std::vector<MatrixEntry> entries() const { return entries_; }
 
@@ -150,7 +171,7 @@ class Derivation {
   const TrainerPreset& preset_;
   const std::vector<OptionSpec>& options_;
   std::vector<MatrixEntry> entries_;
-  bool cp_axis_ = false;
+  bool cp_axis_ = false, ep_axis_ = false;
   const MatrixSetting dtypes_ = {"dtype", {"float64", "float32"}};
   const MatrixSetting optimizers_ = {"optimizer", {"sgd", "adamw"}};
   const MatrixSetting decay_ = {"weight_decay", {0.01}};
@@ -167,14 +188,17 @@ class Derivation {
 std::vector<MatrixEntry> trainer_matrix(const std::string& name, const std::string& axes, const TrainerPreset& preset,
                                         const std::vector<OptionSpec>& options) {
   const bool dp = axes.find("dp") != std::string::npos, tp = axes.find("tp") != std::string::npos,
-             pp = axes.find("pp") != std::string::npos, cp = axes.find("cp") != std::string::npos;
+             pp = axes.find("pp") != std::string::npos, cp = axes.find("cp") != std::string::npos,
+             ep = axes.find("ep") != std::string::npos;
   Derivation d(name, preset, options);
   d.with_cp(cp);
+  d.with_ep(ep);
   // A preset fixing its dp algorithm is checked on it alone too; hybrid's come from the case.
-  if (dp && (preset.dp || !(tp || pp || cp))) d.dp();
-  if (tp && !dp && !pp && !cp) d.tp();
-  if (pp && !dp && !tp && !cp) d.pp();
-  if (cp && !dp && !tp && !pp) d.cp();
+  if (dp && (preset.dp || !(tp || pp || cp || ep))) d.dp();
+  if (tp && !dp && !pp && !cp && !ep) d.tp();
+  if (pp && !dp && !tp && !cp && !ep) d.pp();
+  if (cp && !dp && !tp && !pp && !ep) d.cp();
+  if (ep && !dp && !tp && !pp && !cp) d.ep();
   if (dp && tp && pp) d.hybrid();
   return d.entries();
 }

@@ -29,7 +29,7 @@ class GptBlock : public Block<T> {
  public:
   GptBlock(const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem, uint64_t seed)
       : be_(be), mem_(mem), seed_(seed), tp_(shard.tensor_parallel()), cp_(shard.context_parallel()),
-        tp_rank_(shard.tp_rank()), tp_size_(shard.tp_size()), S_(cp_.local_tokens(w.seq)), seq_(w.seq), C_(w.embd) {}
+        ep_(shard.expert_parallel()), tp_rank_(shard.tp_rank()), tp_size_(shard.tp_size()), S_(cp_.local_tokens(w.seq)), seq_(w.seq), C_(w.embd) {}
   int64_t numel() const override { return params_.numel(); }
   int64_t canonical_numel() const override { return params_.canonical_numel(); }
   void bind(T* p, T* g) override {
@@ -38,7 +38,7 @@ class GptBlock : public Block<T> {
   }
   void init(int64_t begin, int64_t end, T* out) const override { params_.init(seed_, begin, end, out); }
   void segments(int64_t local, int64_t canonical, std::vector<Segment>& out) const override {
-    params_.segments(local, canonical, tp_rank_ == 0, out);
+    params_.segments(local, canonical, tp_rank_ == 0, out, ep_.rank() == 0);
   }
 
  protected:
@@ -126,6 +126,7 @@ class GptBlock : public Block<T> {
   uint64_t seed_;
   const TensorParallel& tp_;
   const ContextParallel& cp_;
+  const ExpertParallel& ep_;
   int tp_rank_, tp_size_;
   int64_t S_, seq_, C_;  // tokens per sequence this rank computes (seq / cp), the sequence length, width
 
@@ -561,7 +562,11 @@ MoeRoutingTap& routing_tap() {
 // token's residual x1 passes through; the kept gates are not renormalised). The capacity group
 // is one sequence, so microbatching and data parallelism never change which tokens drop.
 // Expert e runs on a buffer of R*cap rows (sequence r's slots at r*cap), empty slots zero, so
-// activations and gemms do not depend on the routing: saved bytes are exact.
+// activations and gemms do not depend on the routing: saved bytes are exact. Under expert
+// parallelism (expert_parallel.hpp) only filled slots travel: the rows go out packed by
+// destination rank and its local expert, each expert runs on the rows it received (source
+// rank by rank, in slot order), and its buffers are sized for the most it can receive (every
+// rank's every slot), so saved bytes stay exact there too.
 // Routing decisions are host data (like token ids): the router logits are downloaded, and the
 // gather and scatter of rows use the backend's embedding lookup and scatter-add.
 template <class T>
@@ -574,47 +579,86 @@ class MoeTransformer final : public GptBlock<T> {
  public:
   MoeTransformer(int64_t layer, const WorkloadSpec& w, const ModelShard& shard, Backend<T>& be, MemoryTracker& mem,
                  uint64_t seed)
-      : GptBlock<T>(w, shard, be, mem, seed), H_(w.heads), D_(w.embd / w.heads), F_(4 * w.embd), E_(w.experts),
-        K_(w.top_k), cap_(moe_capacity(w)), aux_(w.aux_loss), qkv_(TpKind::column, w.embd, 3 * w.embd, shard.tensor_parallel(), be),
-        proj_(TpKind::row, w.embd, w.embd, shard.tensor_parallel(), be),
+      : GptBlock<T>(w, shard, be, mem, seed), H_(w.heads / shard.tp_size()), D_(w.embd / w.heads),
+        F_(4 * w.embd / shard.tp_size()), Cl_(w.embd / shard.tp_size()), E_(w.experts), K_(w.top_k),
+        cap_(moe_capacity(w)), aux_(w.aux_loss), qkv_(TpKind::column, w.embd, 3 * Cl_, shard.tensor_parallel(), be),
+        proj_(TpKind::row, Cl_, w.embd, shard.tensor_parallel(), be),
         fc_(TpKind::column, w.embd, F_, shard.tensor_parallel(), be),
         fc2_(TpKind::row, F_, w.embd, shard.tensor_parallel(), be) {
-    PTS_REQUIRE(!shard.tensor_parallel().active(), w.name + " has no tensor-parallel split");
-    const int64_t C = w.embd;
+    const int64_t C = w.embd, F = 4 * C;
     const uint64_t st = kGptStream + 16 * static_cast<uint64_t>(layer + 1);
     const uint64_t ex = kMoeStream + 256 * static_cast<uint64_t>(layer);
     const double resid_std = kInitStd / std::sqrt(2.0 * static_cast<double>(w.layers));
+    // Tensor parallelism as the GPT block's: heads split, each expert's up-projection by
+    // columns and down-projection by rows (the router is replicated).
+    const Split heads = shard.tensor_parallel().even(C), hidden = shard.tensor_parallel().even(F);
     auto& ps = this->params_;
     ps.add(vec(C, 1));
     ps.add(vec(C, 0));
-    ps.add(mat(C, 3 * C, kInitStd, st + 2));
-    ps.add(vec(3 * C, 0));
-    ps.add(mat(C, C, resid_std, st + 4));
+    ps.add(sharded(mat(C, 3 * C, kInitStd, st + 2), ShardKind::qkv, heads));
+    ps.add(sharded(vec(3 * C, 0), ShardKind::qkv, heads));
+    ps.add(sharded(mat(C, C, resid_std, st + 4), ShardKind::rows, heads));
     ps.add(vec(C, 0));
     ps.add(vec(C, 1));
     ps.add(vec(C, 0));
     ps.add(mat(C, E_, kInitStd, st + 8));
+    // Rank r of ep holds experts r E/ep .. (r+1) E/ep - 1 (the others' tensors are absent).
+    const ExpertParallel& ep = this->ep_;
+    const int64_t El = ep.local_experts(E_);
     for (int64_t e = 0; e < E_; ++e) {
-      ps.add(mat(C, F_, kInitStd, ex + 2 * e));
-      ps.add(vec(F_, 0));
-      ps.add(mat(F_, C, resid_std, ex + 2 * e + 1));
-      ps.add(vec(C, 0));
+      const auto place = !ep.active() ? ParamTensor::Ep::replicated
+                         : e / El == ep.rank() ? ParamTensor::Ep::mine
+                                               : ParamTensor::Ep::absent;
+      for (ParamTensor t : {sharded(mat(C, F, kInitStd, ex + 2 * e), ShardKind::columns, hidden),
+                            sharded(vec(F, 0), ShardKind::columns, hidden),
+                            sharded(mat(F, C, resid_std, ex + 2 * e + 1), ShardKind::rows, hidden), vec(C, 0)}) {
+        t.ep = place;
+        ps.add(t);
+      }
     }
   }
   int64_t out_per_row() const override { return this->S_ * this->C_; }
   int64_t saved_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_, C = this->C_, slots = rows * cap_;
     // ln1, mean1, rstd1, qkv, att, ao, x1, ln2, mean2, rstd2; per expert xe, h, a, ye
-    return this->bytes(N * (C + 2 + 3 * C + C + C + C + 2) + rows * H_ * this->S_ * this->seq_ +
-                       E_ * slots * (2 * C + 2 * F_));
+    // (under expert parallelism the local experts' buffers hold ep * slots rows each, as many,
+    // and the outputs that came back [E * slots, C] on top)
+    return this->bytes(N * (C + 2 + 3 * Cl_ + Cl_ + C + C + 2) + rows * H_ * this->S_ * this->seq_ +
+                       E_ * slots * (2 * C + 2 * F_) + (this->ep_.active() ? E_ * slots * C : 0));
   }
   // Forward: the logits [N,E], then one expert's gated output [R*cap, C]. Backward: dln [N,C]
   // throughout with, per expert, its output gradient [R*cap, C], the gate gradients [R*cap],
   // da [R*cap, F] and dxe [R*cap, C]; then the router's dlogits [N,E]; then the attention
   // half's dao [N,C] and dqkv [N,3C].
+  // Per microbatch. Tensor parallelism: attention's as the GPT block's, and each expert's
+  // row-parallel output and column-parallel input gradient (on its R*cap slots; under expert
+  // parallelism on the rows it received, whose bytes the trainer adds from the ledger). Expert
+  // parallelism: the counts' all_to_all and its echo (E elements come back each: E/ep from each
+  // rank), a one-element all_reduce (agreement that they arrived intact), and four all_to_allv
+  // whose bytes follow the routing (the trainer states them from the routing recorded,
+  // ExpertParallel::Ledger).
+  void tp_comm(int64_t rows, std::vector<TpCollective>& out) const override {
+    const int64_t N = rows * this->S_, slots = rows * cap_;
+    for (const TpLinear<T>* l : {&qkv_, &proj_}) l->collectives(N, true, out);
+    const bool ep = this->ep_.active();
+    for (int64_t e = 0; e < (ep ? this->ep_.local_experts(E_) : E_); ++e)
+      for (const TpLinear<T>* l : {&fc_, &fc2_}) l->collectives(ep ? 0 : slots, true, out);
+    if (!ep) return;
+    out.push_back({CommOp::all_to_all, 2, 2 * this->bytes(E_), "ep"});  // the counts and their echo
+    out.push_back({CommOp::all_reduce, 1, this->bytes(1), "ep"});       // the group's agreement
+    out.push_back({CommOp::all_to_allv, 4, 0, "ep"});
+  }
+  int64_t ep_replicated() const override { return this->params_.offset(expert0); }
+  // Expert parallelism instead: forward the counts (sent, received, echoed; the agreement),
+  // then two [E*slots, C] row buffers; backward
+  // per local expert dy and dx [ep*slots, C] (2 E slots C in all) with, in turn, two row buffers
+  // and the gate gradients, da [ep*slots, F], or two row buffers.
   int64_t workspace_bytes(int64_t rows) const override {
     const int64_t N = rows * this->S_, C = this->C_, slots = rows * cap_;
-    return this->bytes(N * C + std::max({slots * (2 * C + 1 + F_), N * E_, 4 * N * C}));
+    if (!this->ep_.active()) return this->bytes(N * C + std::max({slots * (2 * C + 1 + F_), N * E_, 4 * N * C}));
+    const int64_t Es = E_ * slots, most = this->ep_.size() * slots;
+    return this->bytes(N * C + std::max({2 * Es * C + std::max(2 * Es * C + Es, most * F_), N * E_, 4 * N * C,
+                                         3 * E_ + 1 + 2 * Es * C}));
   }
 
   double forward(int slot, const Micro<T>& mb, const T* x, T* out) override {
@@ -631,6 +675,10 @@ class MoeTransformer final : public GptBlock<T> {
       if (routing_tap()) routing_tap()(s.route);
     }
     be.copy(out, s.x1.data(), N * C);
+    if (this->ep_.active()) {
+      expert_parallel_forward(s, N, slots, out);
+      return moe_aux_loss(s.route, aux_, mb.norm, nullptr);
+    }
     s.xe.resize(E_), s.h.resize(E_), s.a.resize(E_), s.ye.resize(E_);
     for (int64_t e = 0; e < E_; ++e) {
       const int32_t* ids = s.route.token.data() + e * slots;
@@ -669,7 +717,8 @@ class MoeTransformer final : public GptBlock<T> {
     Tensor<T> dln = this->work({N, C});
     be.fill(dln.data(), T(0), N * C);
     std::vector<double> dgate(static_cast<size_t>(E_ * slots));
-    for (int64_t e = 0; e < E_; ++e) {
+    if (this->ep_.active()) expert_parallel_backward(s, N, dout, dln.data(), dgate, later != nullptr);
+    for (int64_t e = 0; e < E_ && !this->ep_.active(); ++e) {
       const int32_t* ids = s.route.token.data() + e * slots;
       Tensor<T> dye = this->work({slots, C}), dg = this->work({slots});
       be.embedding_forward(ids, slots, dout, 0, N, C, dye.data(), false);
@@ -716,7 +765,7 @@ class MoeTransformer final : public GptBlock<T> {
     be.layernorm_backward(s.x1.data(), this->p(ln2_g), s.mean2.data(), s.rstd2.data(), dln.data(), dout,
                           this->g(ln2_g), this->g(ln2_b), N, C);
     // Attention half, as the GPT block's unsplit backward.
-    Tensor<T> dao = this->work({N, C}), dqkv = this->work({N, 3 * C});
+    Tensor<T> dao = this->work({N, Cl_}), dqkv = this->work({N, 3 * Cl_});
     proj_.backward(s.ao.data(), this->p(proj_w), dout, this->g(proj_w), this->g(proj_b), dao.data(), N, true);
     this->attention_core_backward(s, dao.data(), dqkv.data(), R, H_, D_);
     qkv_.backward(s.ln1.data(), this->p(qkv_w), dqkv.data(), this->g(qkv_w), this->g(qkv_b), dln.data(), N, true);
@@ -745,14 +794,183 @@ class MoeTransformer final : public GptBlock<T> {
   struct Saved : GptBlock<T>::AttentionSaved {
     std::vector<Tensor<T>> xe, h, a, ye;
     MoeRouting route;
+    // Expert parallelism: the filled slots in the order they travel (by destination rank, its
+    // local expert, slot): each one's slot (e * slots + j) and token; the rows each rank sends
+    // each rank's local experts (out: this rank's, in: to this rank's); the outputs that came
+    // back [sent rows, C].
+    std::vector<int64_t> at;
+    std::vector<int32_t> ids;
+    std::vector<int64_t> out_counts, in_counts;
+    Tensor<T> back;
   };
+
+  // Rows of expert-major buffers to and from the rank-major order they travel in: local expert
+  // j's rows are the blocks (p, j) of every rank p, in rank order.
+  void rank_to_expert(const Saved& s, T* ranked, const std::vector<T*>& by_expert, bool to_expert) {
+    const int P = this->ep_.size();
+    const int64_t El = this->ep_.local_experts(E_), C = this->C_;
+    int64_t at = 0;
+    std::vector<int64_t> filled(static_cast<size_t>(El), 0);
+    for (int p = 0; p < P; ++p)
+      for (int64_t j = 0; j < El; ++j) {
+        const int64_t n = s.in_counts[p * El + j] * C;
+        T* mine = by_expert[j] + filled[j];
+        if (to_expert) this->be_.copy(mine, ranked + at, n);
+        else this->be_.copy(ranked + at, mine, n);
+        at += n, filled[j] += n;
+      }
+  }
+  int64_t expert_rows(const Saved& s, int64_t j) const {
+    const int64_t El = this->ep_.local_experts(E_);
+    int64_t n = 0;
+    for (int p = 0; p < this->ep_.size(); ++p) n += s.in_counts[p * El + j];
+    return n;
+  }
+  std::vector<size_t> per_rank(const std::vector<int64_t>& counts) const {
+    const int64_t El = this->ep_.local_experts(E_);
+    std::vector<size_t> v(static_cast<size_t>(this->ep_.size()), 0);
+    for (size_t i = 0; i < counts.size(); ++i) v[i / El] += static_cast<size_t>(counts[i] * this->C_);
+    return v;
+  }
+
+  // Dispatch (counts, then rows), the local experts on what arrived, combine; out += g * y.
+  void expert_parallel_forward(Saved& s, int64_t N, int64_t slots, T* out) {
+    auto& be = this->be_;
+    const ExpertParallel& ep = this->ep_;
+    const int P = ep.size();
+    const int64_t El = ep.local_experts(E_), C = this->C_, most = P * slots;
+    std::vector<std::vector<int64_t>> bucket(static_cast<size_t>(P * El));
+    for (int64_t e = 0; e < E_; ++e)
+      for (int64_t j = 0; j < slots; ++j)
+        if (ep.travels(s.route.token[e * slots + j]))
+          bucket[ep.owner(e, E_) * El + ep.local_index(e, E_)].push_back(e * slots + j);
+    s.at.clear(), s.ids.clear(), s.out_counts.assign(P * El, 0);
+    for (size_t b = 0; b < bucket.size(); ++b) {
+      s.out_counts[b] = static_cast<int64_t>(bucket[b].size());
+      for (int64_t a : bucket[b]) s.at.push_back(a), s.ids.push_back(s.route.token[a]);
+    }
+    const int64_t sent = static_cast<int64_t>(s.at.size());
+    {  // the counts, as T (exact: at most R * cap)
+      std::vector<T> host(s.out_counts.begin(), s.out_counts.end());
+      Tensor<T> c_out = this->work({P * El}), c_in = this->work({P * El}), echo = this->work({P * El});
+      be.upload(c_out.data(), host.data(), P * El);
+      ep.exchange_counts(c_out.data(), c_in.data(), El, dtype_of<T>());
+      // The all_to_allv that follow post these counts on both sides; if the exchange delivered
+      // them wrong, the peers would disagree on every message (MPI aborts, NCCL waits forever).
+      // So each rank gets back what the others received from it, compares, and the group
+      // agrees before any row moves: a broken transport ends the case with this message.
+      ep.exchange_counts(c_in.data(), echo.data(), El, dtype_of<T>());
+      std::vector<T> back(static_cast<size_t>(P * El));
+      be.download(back.data(), echo.data(), P * El);
+      be.download(host.data(), c_in.data(), P * El);
+      int64_t bad = -1;
+      for (int64_t i = 0; i < P * El && bad < 0; ++i)
+        if (back[i] != T(s.out_counts[i]) || !(host[i] >= T(0) && host[i] <= T(slots) && host[i] == std::floor(host[i])))
+          bad = i;
+      T flag = T(bad >= 0 ? 1 : 0);
+      Tensor<T> agree = this->work({1});
+      be.upload(agree.data(), &flag, 1);
+      ep.sum(agree.data(), 1, dtype_of<T>());
+      be.download(&flag, agree.data(), 1);
+      if (flag != T(0))
+        throw Error("expert parallelism: the counts' all_to_all delivered corrupt data (" +
+                    (bad >= 0 ? "rank " + std::to_string(ep.rank()) + " announced " + std::to_string(s.out_counts[bad]) +
+                                    " rows to rank " + std::to_string(bad / El) + ", which received " +
+                                    std::to_string(static_cast<double>(back[bad]))
+                              : "on another rank of the ep group") +
+                    "); no rows were sent");
+      s.in_counts.assign(host.begin(), host.end());
+    }
+    int64_t received = 0;
+    for (int64_t n : s.in_counts) received += n;
+    ep.record(received, static_cast<int64_t>(std::count_if(s.route.token.begin(), s.route.token.end(),
+                                                           [](int32_t t) { return t >= 0; })));
+    s.xe.resize(El), s.h.resize(El), s.a.resize(El), s.ye.resize(El);
+    std::vector<T*> xe(El), ye(El);
+    for (int64_t j = 0; j < El; ++j) {
+      s.xe[j] = this->act({most, C}), s.h[j] = this->act({most, F_}), s.a[j] = this->act({most, F_});
+      s.ye[j] = this->act({most, C});
+      xe[j] = s.xe[j].data(), ye[j] = s.ye[j].data();
+    }
+    {
+      Tensor<T> rows_out = this->work({E_ * slots, C}), rows_in = this->work({E_ * slots, C});
+      be.embedding_forward(s.ids.data(), sent, s.ln2.data(), 0, N, C, rows_out.data(), false);
+      ep.exchange(rows_out.data(), per_rank(s.out_counts), rows_in.data(), per_rank(s.in_counts), dtype_of<T>());
+      rank_to_expert(s, rows_in.data(), xe, true);
+    }
+    for (int64_t j = 0; j < El; ++j) {
+      const int64_t e = ep.global_expert(j, E_), n = expert_rows(s, j);
+      fc_.forward(xe[j], this->pe(e, fc_w), this->pe(e, fc_b), s.h[j].data(), n);
+      be.gelu_forward(s.h[j].data(), s.a[j].data(), n * F_);
+      fc2_.forward(s.a[j].data(), this->pe(e, fc2_w), this->pe(e, fc2_b), ye[j], n);
+    }
+    s.back = this->act({E_ * slots, C});
+    {
+      Tensor<T> rows_in = this->work({E_ * slots, C});
+      rank_to_expert(s, rows_in.data(), ye, false);
+      ep.exchange(rows_in.data(), per_rank(s.in_counts), s.back.data(), per_rank(s.out_counts), dtype_of<T>());
+      Tensor<T> gated = this->work({E_ * slots, C});
+      be.copy(gated.data(), s.back.data(), sent * C);
+      for (int64_t i = 0; i < sent; ++i) be.scale(gated.data() + i * C, T(s.route.gate[s.at[i]]), C);
+      be.embedding_backward(s.ids.data(), sent, gated.data(), 0, N, C, out);  // out[token] += g y
+    }
+  }
+
+  // The same exchanges backward: the gate's gradient dy[token] . y here, then g dy out to the
+  // experts, their backward there (parameter gradients and dx), dx back and into dln.
+  void expert_parallel_backward(Saved& s, int64_t N, const T* dout, T* dln, std::vector<double>& dgate, bool hold) {
+    auto& be = this->be_;
+    const ExpertParallel& ep = this->ep_;
+    const int64_t El = ep.local_experts(E_), C = this->C_, slots = static_cast<int64_t>(dgate.size()) / E_;
+    const int64_t sent = static_cast<int64_t>(s.at.size()), most = ep.size() * slots;
+    std::vector<T*> dye(El), dxe(El);
+    std::vector<Tensor<T>> dye_t(El), dxe_t(El);
+    for (int64_t j = 0; j < El; ++j) {
+      dye_t[j] = this->work({most, C}), dxe_t[j] = this->work({most, C});
+      dye[j] = dye_t[j].data(), dxe[j] = dxe_t[j].data();
+    }
+    {
+      Tensor<T> dy = this->work({E_ * slots, C}), dg = this->work({E_ * slots}), rows_in = this->work({E_ * slots, C});
+      be.embedding_forward(s.ids.data(), sent, dout, 0, N, C, dy.data(), false);
+      be.row_dot(dy.data(), C, s.back.data(), C, sent, C, dg.data());
+      std::vector<T> host(static_cast<size_t>(sent));
+      be.download(host.data(), dg.data(), sent);
+      for (int64_t i = 0; i < sent; ++i) {
+        dgate[s.at[i]] = static_cast<double>(host[i]);
+        be.scale(dy.data() + i * C, T(s.route.gate[s.at[i]]), C);
+      }
+      ep.exchange(dy.data(), per_rank(s.out_counts), rows_in.data(), per_rank(s.in_counts), dtype_of<T>());
+      rank_to_expert(s, rows_in.data(), dye, true);
+    }
+    for (int64_t j = 0; j < El; ++j) {
+      const int64_t e = ep.global_expert(j, E_), n = expert_rows(s, j);
+      Tensor<T> da = this->work({most, F_});
+      fc2_.backward(s.a[j].data(), this->pe(e, fc2_w), dye[j], this->ge(e, fc2_w), this->ge(e, fc2_b), da.data(), n,
+                    true);
+      be.gelu_backward(s.h[j].data(), da.data(), da.data(), n * F_);
+      fc_.backward(s.xe[j].data(), this->pe(e, fc_w), da.data(), this->ge(e, fc_w), this->ge(e, fc_b), dxe[j], n, true);
+      if (!hold) s.xe[j] = s.h[j] = s.a[j] = s.ye[j] = Tensor<T>();
+    }
+    Tensor<T> rows_in = this->work({E_ * slots, C}), dx = this->work({E_ * slots, C});
+    rank_to_expert(s, rows_in.data(), dxe, false);
+    ep.exchange(rows_in.data(), per_rank(s.in_counts), dx.data(), per_rank(s.out_counts), dtype_of<T>());
+    be.embedding_backward(s.ids.data(), sent, dx.data(), 0, N, C, dln);
+  }
   T* pe(int64_t e, int t) const { return this->p(expert0 + per_expert * e + t); }
   T* ge(int64_t e, int t) const { return this->g(expert0 + per_expert * e + t); }
-  int64_t H_, D_, F_, E_, K_, cap_;  // heads, head dim, MLP width 4C, experts, experts per token, capacity
+  int64_t H_, D_, F_, Cl_, E_, K_, cap_;  // local heads, head dim, local MLP width 4C/tp and C/tp,
+                                         // experts, experts per token, capacity
   double aux_;                        // the auxiliary loss's coefficient
   TpLinear<T> qkv_, proj_, fc_, fc2_;
   std::vector<Saved> saved_;
 };
+
+// Tensor parallelism splits the heads (and with them C and 4C): why tp cannot ("" when it can).
+std::string heads_problem(const WorkloadSpec& w, int tp) {
+  if (w.heads % tp == 0) return "";
+  return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
+         " heads; choose a divisor of " + std::to_string(w.heads);
+}
 
 // Embedding, L transformer blocks, final LayerNorm + untied LM head; next-token loss.
 class GptKind final : public KindWithBlocks<GptKind> {
@@ -776,11 +994,7 @@ class GptKind final : public KindWithBlocks<GptKind> {
   int lead_blocks() const override { return 1; }
   // The embedding and the head may each be a stage of their own.
   int64_t max_stages(const WorkloadSpec& w) const override { return w.layers + 2; }
-  std::string tp_problem(const WorkloadSpec& w, int tp) const override {
-    if (w.heads % tp == 0) return "";
-    return "tp " + std::to_string(tp) + " does not divide " + w.name + "'s " + std::to_string(w.heads) +
-           " heads; choose a divisor of " + std::to_string(w.heads);
-  }
+  std::string tp_problem(const WorkloadSpec& w, int tp) const override { return heads_problem(w, tp); }
   // The load balance cuts every sequence into 2 cp equal chunks.
   std::string cp_problem(const WorkloadSpec& w, int cp) const override {
     if (w.seq % (2 * static_cast<int64_t>(cp)) == 0) return "";
@@ -838,9 +1052,11 @@ class MoeKind final : public KindWithBlocks<MoeKind> {
     if (!(w.aux_loss >= 0)) return {"aux_loss", w.name + ": aux_loss must not be negative"};
     return {};
   }
-  std::string tp_problem(const WorkloadSpec& w, int tp) const override {
-    return "tp " + std::to_string(tp) + ": " + w.name +
-           "'s router and experts have no tensor-parallel split (and expert parallelism is not implemented); use tp 1";
+  std::string tp_problem(const WorkloadSpec& w, int tp) const override { return heads_problem(w, tp); }
+  std::string ep_problem(const WorkloadSpec& w, int ep) const override {
+    if (w.experts % ep == 0) return "";
+    return "ep " + std::to_string(ep) + " does not divide " + w.name + "'s " + std::to_string(w.experts) +
+           " experts; choose a divisor of " + std::to_string(w.experts);
   }
   std::string cp_problem(const WorkloadSpec& w, int cp) const override {
     return "cp " + std::to_string(cp) + ": " + w.name +

@@ -33,9 +33,11 @@ Model<T>::Model(std::vector<std::unique_ptr<Block<T>>> blocks, std::vector<int64
   layout_.pad_to = storage.pad_to;
   if (storage.own_params) params_ = Tensor<T>(mem, MemCategory::param, {layout_.padded_total()});
   if (storage.own_grads) grads_ = Tensor<T>(mem, MemCategory::grad, {layout_.padded_total()});
+  unit_grads_.assign(blocks_.size(), nullptr);
   for (size_t u = 0; u < blocks_.size(); ++u) {
     const int64_t p = layout_.padded_offset(u);
-    blocks_[u]->bind(storage.own_params ? params_.data() + p : nullptr, storage.own_grads ? grads_.data() + p : nullptr);
+    if (storage.own_grads) unit_grads_[u] = grads_.data() + p;
+    blocks_[u]->bind(storage.own_params ? params_.data() + p : nullptr, unit_grads_[u]);
   }
   if (storage.own_params)
     for (size_t u = 0; u < blocks_.size(); ++u)

@@ -85,7 +85,11 @@ TEST(Moe, TopKAboveExpertsIsRefusedNamingTheKey) {
   auto be = make_cpu_backend<double>();
   EXPECT_THROW(make_model<double>(w, *be, mem, 1), ConfigError);
   EXPECT_EQ(fd_moe().model_kind().spec_problem(fd_moe()).first, "");
-  EXPECT_NE(w.model_kind().tp_problem(w, 2).find("tp 2"), std::string::npos);
+  // tp splits the heads; ep the experts (fd_moe: 3).
+  EXPECT_EQ(w.model_kind().tp_problem(w, w.heads), "");
+  EXPECT_NE(w.model_kind().tp_problem(w, w.heads + 1).find("does not divide"), std::string::npos);
+  EXPECT_EQ(w.model_kind().ep_problem(w, static_cast<int>(w.experts)), "");
+  EXPECT_NE(w.model_kind().ep_problem(w, 2).find("ep 2 does not divide"), std::string::npos);
 }
 
 // The model routes as moe_route defines, on its own logits, and drops some assignments.

@@ -44,11 +44,16 @@ void ParamSet::init(uint64_t seed, int64_t begin, int64_t end, T* out) const {
   }
 }
 
-void ParamSet::segments(int64_t local, int64_t canonical, bool owner, std::vector<Segment>& out) const {
+void ParamSet::segments(int64_t local, int64_t canonical, bool owner, std::vector<Segment>& out,
+                        bool ep_owner) const {
   int64_t canon = canonical;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     const ParamTensor& t = tensors_[k];
     const int64_t base = local + offsets_[k];
+    if (t.ep == ParamTensor::Ep::absent || (t.ep == ParamTensor::Ep::replicated && !ep_owner)) {
+      canon += t.canonical_numel();
+      continue;
+    }
     switch (t.shard) {
       case ShardKind::whole:
         if (owner) out.push_back({base, canon, t.numel()});

@@ -24,8 +24,11 @@ struct ParamTensor {
   Split split;  // rows (rows), columns (columns), or columns of one third (qkv)
   double init_std = 0, init_value = 0;  // N(0, std^2) when std > 0, else the constant
   uint64_t stream = 0;                  // RNG stream of a random tensor
+  // Expert parallelism: an expert's tensor this rank alone holds (listed by its tp rank 0 on
+  // every ep rank), or one of another rank's experts (absent: no local elements).
+  enum class Ep { replicated, mine, absent } ep = Ep::replicated;
 
-  int64_t local_rows() const { return shard == ShardKind::rows ? split.count : rows; }
+  int64_t local_rows() const { return ep == Ep::absent ? 0 : shard == ShardKind::rows ? split.count : rows; }
   int64_t local_cols() const {
     return shard == ShardKind::columns ? split.count : shard == ShardKind::qkv ? 3 * split.count : cols;
   }
@@ -52,8 +55,9 @@ class ParamSet {
   template <class T>
   void init(uint64_t seed, int64_t begin, int64_t end, T* out) const;
   // Local -> canonical runs; `local` and `canonical` are the set's offsets. Replicated
-  // tensors are listed only when `owner` (tp rank 0) so each canonical element has one source.
-  void segments(int64_t local, int64_t canonical, bool owner, std::vector<Segment>& out) const;
+  // tensors are listed only when `owner` (tp rank 0), and those replicated over expert
+  // parallelism only when also `ep_owner` (ep rank 0), so each canonical element has one source.
+  void segments(int64_t local, int64_t canonical, bool owner, std::vector<Segment>& out, bool ep_owner = true) const;
 
  private:
   std::vector<ParamTensor> tensors_;

@@ -15,6 +15,7 @@
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
 #include "workloads/context_parallel.hpp"
+#include "workloads/expert_parallel.hpp"
 #include "workloads/tensor_parallel.hpp"
 
 namespace pts {
@@ -74,6 +75,10 @@ class WorkloadKind {
   // Why `cp` ranks cannot split its sequences ("" when they can): by default it has none.
   virtual std::string cp_problem(const WorkloadSpec&, int cp) const {
     return "cp " + std::to_string(cp) + " splits sequences, and workload kind " + name() + " has none";
+  }
+  // Why `ep` ranks cannot split its experts ("" when they can): by default it has none.
+  virtual std::string ep_problem(const WorkloadSpec&, int ep) const {
+    return "ep " + std::to_string(ep) + " splits experts, and workload kind " + name() + " has none";
   }
   // Data: whether it reads token streams (a `data` token file), and the input elements per
   // sample its batches hold in a tensor (token indices are not tensors).
@@ -172,6 +177,7 @@ struct ModelStorage {
 struct ModelShard {
   const TensorParallel* tp = nullptr;
   const ContextParallel* cp = nullptr;
+  const ExpertParallel* ep = nullptr;
   int first_block = 0, end_block = -1;
   // Several chunks instead (interleaved and V-shaped pipelines): block ranges [first, end) of
   // the full model, in the order the model holds them (ascending); overrides first/end_block.
@@ -183,6 +189,10 @@ struct ModelShard {
   const ContextParallel& context_parallel() const {
     static const ContextParallel none;
     return cp ? *cp : none;
+  }
+  const ExpertParallel& expert_parallel() const {
+    static const ExpertParallel none;
+    return ep ? *ep : none;
   }
   int tp_rank() const { return tensor_parallel().rank(); }
   int tp_size() const { return tensor_parallel().size(); }
@@ -265,6 +275,9 @@ class Block {
   // Upper bound on the workspace bytes the block itself holds at once while its forward or
   // backward runs for a microbatch of `rows` rows (freed before it returns).
   virtual int64_t workspace_bytes(int64_t /*rows*/) const { return 0; }
+  // The leading parameter elements replicated over expert parallelism (whose gradients the
+  // trainer sums over the ep group): all but a MoE block's experts.
+  virtual int64_t ep_replicated() const { return numel(); }
   // Collectives (and context parallelism's ring transfers) forward + backward issue for a
   // microbatch of `rows` rows.
   virtual void tp_comm(int64_t /*rows*/, std::vector<TpCollective>& /*out*/) const {}
@@ -302,7 +315,14 @@ class Model {
   Tensor<T>& grads() { return grads_; }
   // Points unit u's parameters and/or gradients (either may be null: unchanged) at
   // external storage of layout().units[u].numel elements.
-  void bind_unit(size_t u, T* params, T* grads) { blocks_.at(u)->bind(params, grads); }
+  void bind_unit(size_t u, T* params, T* grads) {
+    blocks_.at(u)->bind(params, grads);
+    if (grads) unit_grads_.at(u) = grads;
+  }
+  // Where unit u's gradients are now (its slice of grads(), or what bind_unit last gave), and
+  // how many of its leading elements are replicated over expert parallelism.
+  T* unit_grads(size_t u) const { return unit_grads_.at(u); }
+  int64_t ep_replicated(size_t u) const { return blocks_.at(u)->ep_replicated(); }
   // The initial value of local (unpadded flat) parameters [begin, end) into out.
   void init_params(int64_t begin, int64_t end, T* out) const;
   // The owned parameters (params()) in local unpadded order, as doubles (exact for float and
@@ -361,6 +381,7 @@ class Model {
   MemoryTracker& mem_;
   FlatLayout layout_;
   Tensor<T> params_, grads_;
+  std::vector<T*> unit_grads_;
   std::vector<ModelChunk> chunks_;
   struct SlotState {
     std::vector<Tensor<T>> outs;        // [block of the chunk]: outputs of all but its last block

@@ -148,6 +148,39 @@ ContextParallelFactory context_parallel() {
   return [](Comm* group) { return std::make_unique<CP>(group); };
 }
 
+// Expert parallelism that sends each token to the next rank over from its expert's: the rank
+// there runs its own expert of the same local index on it (exact check).
+class SendsToTheNextRank final : public ExpertParallel {
+ public:
+  using ExpertParallel::ExpertParallel;
+  int owner(int64_t e, int64_t experts) const override {
+    return (ExpertParallel::owner(e, experts) + 1) % size();
+  }
+};
+
+// Expert parallelism whose ranks never sum their dense gradients: each replica of the
+// attention, router and embedding weights follows its own tokens only (exact check; and no
+// ep all_reduce for the comm check).
+class KeepsDenseGradsApart final : public ExpertParallel {
+ public:
+  using ExpertParallel::ExpertParallel;
+  void sum(void*, int64_t, DType) const override {}
+};
+
+// Expert parallelism that dispatches every capacity slot, empty ones too: the numbers are
+// right (an empty slot's row is zero and its gate 0) but the all_to_allv carry more than the
+// routing needs (comm check).
+class SendsEmptySlots final : public ExpertParallel {
+ public:
+  using ExpertParallel::ExpertParallel;
+  bool travels(int32_t) const override { return true; }
+};
+
+template <class EP>
+ExpertParallelFactory expert_parallel() {
+  return [](Comm* group) { return std::make_unique<EP>(group); };
+}
+
 // A schedule built from a shipped table, changed by `edit` (rank, its action list).
 class EditedSchedule : public NamedSchedule {
  public:
@@ -317,6 +350,12 @@ void add_broken_strategies(StrategyRegistry& r) {
                       "cp", {ddp, one_f_one_b, nullptr, context_parallel<RingTurnsBackwards>()}));
   r.add(trainer_entry("cp-ring-stuck", "BROKEN: context-parallel ring that never passes keys and values on", "cp",
                       {ddp, one_f_one_b, nullptr, context_parallel<RingKeepsItsOwn>()}));
+  r.add(trainer_entry("ep-misrouted", "BROKEN: expert parallelism that sends each token to the rank after its expert's",
+                      "ep", {ddp, one_f_one_b, nullptr, nullptr, expert_parallel<SendsToTheNextRank>()}));
+  r.add(trainer_entry("ep-padded", "BROKEN: expert parallelism that dispatches empty capacity slots too", "ep",
+                      {ddp, one_f_one_b, nullptr, nullptr, expert_parallel<SendsEmptySlots>()}));
+  r.add(trainer_entry("ep-dense-unsummed", "BROKEN: expert parallelism that never sums the dense gradients over ep",
+                      "ep", {ddp, one_f_one_b, nullptr, nullptr, expert_parallel<KeepsDenseGradsApart>()}));
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
                       {ddp, skips_last_backward()}));
   r.add(trainer_entry("pp-zb-h1-skip-w", "BROKEN: zb-h1 whose first stage never runs the last weight-gradient pass",
