@@ -30,21 +30,16 @@
 #include <string>
 #include <vector>
 
-#include "core/comm/comm.hpp"
+#include "core/comm/axis_group.hpp"
 #include "core/error.hpp"
 
 namespace pts {
 
-class ContextParallel {
+class ContextParallel : public AxisGroup {
  public:
-  explicit ContextParallel(Comm* group = nullptr) : group_(group) {}
-  // A split with no group (rank `rank` of `size`), for shapes and statements only: its ring
+  // Over a group, or with none (rank `rank` of `size`) for shapes and statements only: its ring
   // must not run.
-  ContextParallel(int rank, int size) : group_(nullptr), rank_(rank), size_(size) {}
-  virtual ~ContextParallel() = default;
-  int rank() const { return group_ ? group_->rank() : rank_; }
-  int size() const { return group_ ? group_->size() : size_; }
-  bool active() const { return size() > 1; }
+  using AxisGroup::AxisGroup;
 
   // Local tokens per sequence of `seq` (which 2 cp divides: checked when the case is validated).
   int64_t local_tokens(int64_t seq) const { return seq / size(); }
@@ -78,12 +73,7 @@ class ContextParallel {
   }
 
  private:
-  Comm& group() const {
-    PTS_REQUIRE(group_ != nullptr, "a shape-only context-parallel split cannot communicate");
-    return *group_;
-  }
-  Comm* group_;
-  int rank_ = 0, size_ = 1;
+  Comm& group() const { return AxisGroup::group("context-parallel"); }
 };
 
 // Makes the model's cp object over a group (null: no context parallelism).

@@ -28,20 +28,15 @@
 #include <memory>
 #include <vector>
 
-#include "core/comm/comm.hpp"
+#include "core/comm/axis_group.hpp"
 #include "core/error.hpp"
 
 namespace pts {
 
-class ExpertParallel {
+class ExpertParallel : public AxisGroup {
  public:
-  explicit ExpertParallel(Comm* group = nullptr) : group_(group) {}
-  // A split with no group (rank `rank` of `size`), for shapes and statements only.
-  ExpertParallel(int rank, int size) : group_(nullptr), rank_(rank), size_(size) {}
-  virtual ~ExpertParallel() = default;
-  int rank() const { return group_ ? group_->rank() : rank_; }
-  int size() const { return group_ ? group_->size() : size_; }
-  bool active() const { return size() > 1; }
+  // Over a group, or with none (rank `rank` of `size`) for shapes and statements only.
+  using AxisGroup::AxisGroup;
 
   // Experts per rank (ep divides E: checked when the case is validated).
   int64_t local_experts(int64_t experts) const { return experts / size(); }
@@ -86,12 +81,7 @@ class ExpertParallel {
   }
 
  private:
-  Comm& group() const {
-    PTS_REQUIRE(group_ != nullptr, "a shape-only expert-parallel split cannot communicate");
-    return *group_;
-  }
-  Comm* group_;
-  int rank_ = 0, size_ = 1;
+  Comm& group() const { return AxisGroup::group("expert-parallel"); }
   int step_ = 0;
   mutable std::map<int, Ledger> ledger_;
 };

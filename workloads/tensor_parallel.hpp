@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/backend/backend.hpp"
-#include "core/comm/comm.hpp"
+#include "core/comm/axis_group.hpp"
 #include "core/error.hpp"
 
 namespace pts {
@@ -57,17 +57,12 @@ struct ComputeWork {
   }
 };
 
-class TensorParallel {
+class TensorParallel : public AxisGroup {
  public:
-  explicit TensorParallel(Comm* group = nullptr) : group_(group) {}
-  // A split with no group: rank `rank` of `size`. What the layers state (shapes, bytes,
-  // collectives) then follows without a communicator, for the planner (strategies/statement.hpp);
-  // its collectives must not run.
-  TensorParallel(int rank, int size) : group_(nullptr), rank_(rank), size_(size) {}
-  virtual ~TensorParallel() = default;
-  int rank() const { return group_ ? group_->rank() : rank_; }
-  int size() const { return group_ ? group_->size() : size_; }
-  bool active() const { return size() > 1; }
+  // Over a group, or with none (rank `rank` of `size`): what the layers state (shapes, bytes,
+  // collectives) then follows without a communicator, for the planner; its collectives must
+  // not run.
+  using AxisGroup::AxisGroup;
 
   // Part `rank()` of n split evenly (columns of a column-parallel weight, rows of a
   // row-parallel one); n must divide evenly (checked when the case is validated, so this is
@@ -105,12 +100,7 @@ class TensorParallel {
   }
 
  private:
-  Comm& group() const {
-    PTS_REQUIRE(group_ != nullptr, "a shape-only tensor-parallel split cannot communicate");
-    return *group_;
-  }
-  Comm* group_;
-  int rank_ = 0, size_ = 1;
+  Comm& group() const { return AxisGroup::group("tensor-parallel"); }
 };
 
 // Makes the model's tp object over a group (null: no tensor parallelism).
