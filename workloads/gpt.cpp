@@ -718,28 +718,29 @@ class MoeTransformer final : public GptBlock<T> {
     be.fill(dln.data(), T(0), N * C);
     std::vector<double> dgate(static_cast<size_t>(E_ * slots));
     if (this->ep_.active()) expert_parallel_backward(s, N, dout, dln.data(), dgate, later != nullptr);
-    for (int64_t e = 0; e < E_ && !this->ep_.active(); ++e) {
-      const int32_t* ids = s.route.token.data() + e * slots;
-      Tensor<T> dye = this->work({slots, C}), dg = this->work({slots});
-      be.embedding_forward(ids, slots, dout, 0, N, C, dye.data(), false);
-      for (int64_t j = 0; j < slots; ++j)
-        be.gemm(Trans::no, Trans::yes, 1, 1, C, T(1), dye.data() + j * C, C, s.ye[e].data() + j * C, C, T(0),
-                dg.data() + j, 1);
-      std::vector<T> host(static_cast<size_t>(slots));
-      be.download(host.data(), dg.data(), slots);
-      for (int64_t j = 0; j < slots; ++j) {
-        dgate[e * slots + j] = static_cast<double>(host[j]);
-        be.scale(dye.data() + j * C, T(s.route.gate[e * slots + j]), C);
+    else
+      for (int64_t e = 0; e < E_; ++e) {
+        const int32_t* ids = s.route.token.data() + e * slots;
+        Tensor<T> dye = this->work({slots, C}), dg = this->work({slots});
+        be.embedding_forward(ids, slots, dout, 0, N, C, dye.data(), false);
+        for (int64_t j = 0; j < slots; ++j)
+          be.gemm(Trans::no, Trans::yes, 1, 1, C, T(1), dye.data() + j * C, C, s.ye[e].data() + j * C, C, T(0),
+                  dg.data() + j, 1);
+        std::vector<T> host(static_cast<size_t>(slots));
+        be.download(host.data(), dg.data(), slots);
+        for (int64_t j = 0; j < slots; ++j) {
+          dgate[e * slots + j] = static_cast<double>(host[j]);
+          be.scale(dye.data() + j * C, T(s.route.gate[e * slots + j]), C);
+        }
+        Tensor<T> da = this->work({slots, F_}), dxe = this->work({slots, C});
+        fc2_.backward(s.a[e].data(), this->pe(e, fc2_w), dye.data(), this->ge(e, fc2_w), this->ge(e, fc2_b), da.data(),
+                      slots, true);
+        be.gelu_backward(s.h[e].data(), da.data(), da.data(), slots * F_);
+        fc_.backward(s.xe[e].data(), this->pe(e, fc_w), da.data(), this->ge(e, fc_w), this->ge(e, fc_b), dxe.data(),
+                     slots, true);
+        be.embedding_backward(ids, slots, dxe.data(), 0, N, C, dln.data());
+        if (!later) s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
       }
-      Tensor<T> da = this->work({slots, F_}), dxe = this->work({slots, C});
-      fc2_.backward(s.a[e].data(), this->pe(e, fc2_w), dye.data(), this->ge(e, fc2_w), this->ge(e, fc2_b), da.data(),
-                    slots, true);
-      be.gelu_backward(s.h[e].data(), da.data(), da.data(), slots * F_);
-      fc_.backward(s.xe[e].data(), this->pe(e, fc_w), da.data(), this->ge(e, fc_w), this->ge(e, fc_b), dxe.data(),
-                   slots, true);
-      be.embedding_backward(ids, slots, dxe.data(), 0, N, C, dln.data());
-      if (!later) s.xe[e] = s.h[e] = s.a[e] = s.ye[e] = Tensor<T>();
-    }
     // Router: d logit of choice i = g_i (dg_i - sum_j g_j dg_j) over the token's k choices (a
     // dropped choice's dg is 0); unchosen logits get none but the auxiliary loss's.
     {
