@@ -301,11 +301,18 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--backend", po.backend, "compute backend")->capture_default_str();
   plan_cmd->add_option("--cores", po.cores, "cores the ranks share (compute slows by ranks / cores; 0: none)")
       ->capture_default_str();
+  plan_cmd->add_option("--action-overhead", po.action_overhead_s,
+                       "seconds per microbatch and chunk beyond the calibrated work (fitted to a validation)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   plan_cmd->add_option("--steps", po.steps, "steps of each validated case")->capture_default_str();
   plan_cmd->add_option("--warmup-steps", po.warmup_steps, "untimed steps of each")->capture_default_str();
   plan_cmd->add_flag("--calibrate", plan_calibrate, "measure gemm and elementwise throughput into --out FILE");
   plan_cmd->add_flag("--validate", po.validate, "run the suggestions and a sample through the harness");
   plan_cmd->add_option("--sample", po.sample, "layouts besides the top K to validate")->capture_default_str();
+  plan_cmd->add_option("--repeat", po.repeat, "rounds of the validation (measured: the least round median)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
     pts::StrategyRegistry registry = pts::builtin_strategies();

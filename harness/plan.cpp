@@ -241,7 +241,7 @@ std::vector<CaseConfig> enumerate(const PlanOptions& o, const WorkloadSpec& w, c
 // activations' and gradients' link time across each boundary; then the dp algorithm's
 // exposed communication and the optimizer update of the slowest stage.
 void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, const Calibration& cal, const LinkCost& link,
-             int cores) {
+             int cores, double action_overhead_s) {
   const CaseConfig& c = e.config;
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
@@ -297,7 +297,7 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
         }
       }
       const double share = share_of(raw, tp_t[s]);
-      comp[s] = share * raw;
+      comp[s] = share * raw + action_overhead_s * (table ? table->v : 1);
       // Overlap each dp algorithm allows: ddp's buckets and zero2/fsdp's reduce-scatters run
       // under the last microbatch's backward (2/3 of its compute) with `overlap`; fsdp's
       // prefetched all-gathers under the step's compute; the last call of each never hides.
@@ -375,7 +375,7 @@ Plan make_plan(const PlanOptions& o, const StrategyRegistry& registry, const Cal
     PlanEntry e;
     e.config = std::move(c);
     e.layout = layout_label(e.config);
-    predict(e, w, *info, cal, link, o.cores);
+    predict(e, w, *info, cal, link, o.cores, o.action_overhead_s);
     e.fits = o.mem_per_rank == 0 || e.mem_per_rank <= o.mem_per_rank;
     p.entries.push_back(std::move(e));
   }

@@ -32,11 +32,15 @@ struct PlanOptions {
   // Compute is shared: ranks on this machine beyond its cores slow each rank's compute by
   // ranks / cores (validation runs oversubscribed); 0: no sharing (a cluster).
   int cores = 0;
+  // Seconds a rank spends per microbatch and model chunk beyond its gemms and elementwise
+  // work (the activations' allocation, the schedule's bookkeeping): fitted to a validation.
+  double action_overhead_s = 0;
   bool max_splits = true;  // enumerate the time-balanced stage_layers besides the even split
   // --validate
   bool validate = false;
   int sample = 8;
   int steps = 5, warmup_steps = 2;
+  int repeat = 1;  // rounds of the whole validation suite (measured: the least round median)
   uint64_t seed = 1;
 };
 

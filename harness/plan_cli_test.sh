@@ -39,6 +39,23 @@ run a_run "${MPI[@]}" -np 4 "$BIN" run out_a/plan-top.toml --out out_a_run --qui
 check "ptsuite run accepts plan-top.toml (got $rc)" test "$rc" -eq 0
 check "the run wrote 3 cases" test "$(($(wc -l <out_a_run/cases.csv 2>/dev/null || echo 0) - 1))" -eq 3
 [ "$rc" -eq 0 ] || show a_run.err
+# --action-overhead o adds o per microbatch and chunk to each stage's compute: compute_s grows
+# by m o (2 m o for the two-chunk schedules), layout by layout.
+run a_o "$BIN" plan --workload gpt-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv \
+  --action-overhead 0.01 --out out_a_o
+check "--action-overhead: compute grows by m v o in every layout" python3 - <<'PY'
+import csv
+base = {r["layout"]: r for r in csv.DictReader(open("out_a/plan.csv"))}
+rows = list(csv.DictReader(open("out_a_o/plan.csv")))
+assert len(rows) == len(base) > 20
+for r in rows:
+    v = 2 if r["schedule"] in ("interleaved-1f1b", "zbv") and r["pp"] != "1" else 1
+    grown = float(r["compute_s"]) - float(base[r["layout"]]["compute_s"])
+    assert abs(grown - 0.01 * int(r["microbatches"]) * v) < 1e-9, (r["layout"], grown)
+    assert float(r["predicted_step_s"]) > float(base[r["layout"]]["predicted_step_s"]), r["layout"]
+PY
+run a_bad "$BIN" plan --workload gpt-tiny --ranks 4 --calibration cal.csv --action-overhead -1
+check "--action-overhead -1: exits 2 (got $rc)" test "$rc" -eq 2
 
 # (b) a cluster: gpt2-124m on 512 ranks of 80 GB over 100 GB/s plans in seconds.
 run b timeout 60 "$BIN" plan --workload gpt2-124m --ranks 512 --global-batch 512 --mem-per-rank 80000000000 \
@@ -64,8 +81,16 @@ check "--bench-csv: communication is not free" sh -c '! grep -q "communication i
 
 # (c) --validate on 2 ranks: validate.csv, memory equal to the statement on every rank.
 run c "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --global-batch 8 --link 1,20 --calibration cal.csv \
-  --top 2 --sample 2 --steps 3 --warmup-steps 1 --validate --out out_c
+  --top 2 --sample 2 --steps 3 --warmup-steps 1 --validate --repeat 2 --out out_c
 check "validate exits 0 (got $rc)" test "$rc" -eq 0
+check "validate --repeat 2 ran two rounds" test -s out_c/run-2/cases.csv
+# measured_step_s is the least of the two rounds' medians, case by case.
+check "validate --repeat 2: measured step = least round median" python3 - <<'PY'
+import csv
+rounds = [{r["case"]: float(r["step_time_s"]) for r in csv.DictReader(open(f"out_c/{d}/cases.csv"))} for d in ("run", "run-2")]
+rows = list(csv.DictReader(open("out_c/validate.csv")))
+assert len(rows) == 4 and all(abs(float(r["measured_step_s"]) - min(x[r["case"]] for x in rounds)) <= 1e-9 * float(r["measured_step_s"]) for r in rows), rows
+PY
 check "validate.csv has 4 layouts" test "$(($(wc -l <out_c/validate.csv 2>/dev/null || echo 0) - 1))" -eq 4
 check "validate: memory exact on every rank of every layout" has c.out "on every rank for 4 of 4"
 check "validate prints MAPE, tau and regret" has c.out "Kendall tau"
