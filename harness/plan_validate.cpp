@@ -131,6 +131,7 @@ int validate(const Plan& plan, const PlanOptions& o, const StrategyRegistry& reg
     ro.out_dir = o.out_dir + (round == 1 ? "/run" : "/run-" + std::to_string(round));
     const RunSummary summary = run_suite(suite, registry, ro, world);
     exit_code = std::max(exit_code, summary.exit_code());
+    if (summary.interrupted) return summary.exit_code();  // the round's run.json says so; no figures
     if (world.rank() != 0) continue;
     for (const Row& r : summary.cases) {
       Measured& m = measured[r.at("case")];
