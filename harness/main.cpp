@@ -299,7 +299,7 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--out", po.out_dir, "directory for plan.csv and plan-top.toml (--calibrate: the CSV file)");
   plan_cmd->add_option("--dtype", po.dtype, "float32 or float64")->capture_default_str();
   plan_cmd->add_option("--backend", po.backend, "compute backend")->capture_default_str();
-  plan_cmd->add_option("--cores", po.cores, "cores the ranks share (compute slows by ranks / cores; 0: none)")
+  plan_cmd->add_option("--cores", po.cores, "cores the ranks share: the schedule runs at processor-sharing speed (0: a core per rank)")
       ->capture_default_str();
   plan_cmd->add_option("--action-overhead", po.action_overhead_s,
                        "seconds per microbatch and chunk beyond the calibrated work (fitted to a validation)")

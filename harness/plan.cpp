@@ -236,36 +236,20 @@ std::vector<CaseConfig> enumerate(const PlanOptions& o, const WorkloadSpec& w, c
   return out;
 }
 
-// The time model (README "Planning a layout"): per stage s, one microbatch costs
-// t_s = compute_s + tp_s; the pipeline takes sum_s t_s + (m - 1) max_s t_s plus the
-// activations' and gradients' link time across each boundary; then the dp algorithm's
-// exposed communication and the optimizer update of the slowest stage.
+// The time model (README "Planning a layout"): per stage s, one microbatch costs compute_s
+// (the calibrated kernels plus the per-action overhead) and tp_s (its tp all-reduces); the
+// schedule's table runs them (a third each to F, B and W of every chunk), with the
+// activations' and gradients' link time on each hop; then the dp algorithm's exposed
+// communication and the optimizer update of the slowest stage.
 void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, const Calibration& cal, const LinkCost& link,
              int cores, double action_overhead_s) {
   const CaseConfig& c = e.config;
   const Layout& l = c.layout;
   const int m = microbatches_of(c);
-  // Ranks sharing `cores`, calibrated all at once: on average only the fraction
-  // u = m / (m + pp - 1) of a stage's step is its microbatches (the rest it waits in the
-  // pipeline's bubble), and of that, f = compute / (compute + tp collectives) computes (the
-  // rest it sleeps in the link); so N u f ranks compute at once and compute takes
-  // max(cores, N u f) / max(cores, N) of the calibrated time.
-  // gpipe and 1f1b: the closed form below; the other schedules' tables are simulated (at the
-  // slowest stage's costs, split F : B : W = 1 : 1 : 1 per chunk), as is their busy share.
-  const bool closed_form = l.pp == 1 || c.schedule == "gpipe" || c.schedule == "1f1b";
-  std::shared_ptr<const ScheduleTable> table;
-  if (!closed_form) table = case_table(c, *find_schedule(c.schedule));
-  auto simulated = [&](double per_micro, double hop) {
-    const double chunk = per_micro / 3.0 / table->v;
-    return simulate(*table, {chunk, chunk, chunk, hop});  // an unsplit B costs B + W
-  };
-  const double n = l.num_ranks();
-  const double u = closed_form ? static_cast<double>(m) / (m + l.pp - 1) : 1.0 / (1.0 + simulated(1.0, 0).bubble_ratio(0));
-  auto share_of = [&](double compute, double tp) {
-    if (cores <= 0) return 1.0;
-    const double f = compute + tp > 0 ? compute / (compute + tp) : 1.0;
-    return std::max<double>(cores, n * u * f) / std::max<double>(cores, n);
-  };
+  const std::shared_ptr<const ScheduleTable> table = case_table(c, *find_schedule(c.schedule));
+  // o is a rank's own time per action, on a core of its own; the calibrated kernels ran with
+  // the N ranks sharing `cores`, at min(1, cores / N) of a core each: o in those units.
+  const double overhead = action_overhead_s * (cores > 0 ? std::max(1.0, l.num_ranks() / static_cast<double>(cores)) : 1.0);
   const int64_t elem = c.dtype == "float32" ? 4 : 8;
   const int k = c.optimizer.state_per_param();
   std::vector<double> t(l.pp), comp(l.pp), tp_t(l.pp), p2p(l.pp), dp_exposed(l.pp), dp_total(l.pp), opt(l.pp);
@@ -296,8 +280,7 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
           else ar += secs, ar_calls = std::max<uint64_t>(op.calls, 1);
         }
       }
-      const double share = share_of(raw, tp_t[s]);
-      comp[s] = share * raw + action_overhead_s * (table ? table->v : 1);
+      comp[s] = raw + overhead * table->v;
       // Overlap each dp algorithm allows: ddp's buckets and zero2/fsdp's reduce-scatters run
       // under the last microbatch's backward (2/3 of its compute) with `overlap`; fsdp's
       // prefetched all-gathers under the step's compute; the last call of each never hides.
@@ -313,26 +296,27 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
       dp_exposed[s] = exposed;
       // SGD with momentum reads param, grad and state and writes param and state per element.
       const double updated = static_cast<double>(me.optimizer) / static_cast<double>(k * elem);
-      opt[s] = share * cal.elementwise_seconds(updated * (3 + 2 * k));
+      opt[s] = cal.elementwise_seconds(updated * (3 + 2 * k));
       t[s] = comp[s] + tp_t[s];
     }
   }
-  double sum = 0, slowest = 0, fill = 0;
-  for (int s = 0; s < l.pp; ++s) {
-    sum += t[s];
-    slowest = std::max(slowest, std::max(t[s], p2p[s]));
-    fill += p2p[s];
-  }
-  double max_t = 0, max_hop = 0;
-  for (int s = 0; s < l.pp; ++s) max_t = std::max(max_t, t[s]), max_hop = std::max(max_hop, p2p[s]);
-  double pipe = sum + (m - 1) * slowest + fill;
-  if (!closed_form) {
-    // p2p[s] is a stage's link time per microbatch over all its sends; the table's hops are
-    // single transfers.
-    const ScheduleSim unit = simulated(1.0, 0);
-    const int sends = *std::max_element(unit.sends.begin(), unit.sends.end());
-    pipe = simulated(max_t, max_hop * m / std::max(1, sends)).makespan;
-  }
+  double fill = 0, max_hop = 0;
+  for (int s = 0; s < l.pp; ++s) fill += p2p[s], max_hop = std::max(max_hop, p2p[s]);
+  // p2p[s] is a stage's link time per microbatch over all its sends; the table's hops are
+  // single transfers.
+  const double unit = 1.0 / (3.0 * table->v);
+  const ScheduleSim counted = simulate(*table, {unit, unit, unit, 0});
+  const int sends = *std::max_element(counted.sends.begin(), counted.sends.end());
+  // Ranks sharing `cores`: the dp x tp ranks of a stage run its actions at once, so while k
+  // stages compute, k dp tp ranks do; each computes at min(1, cores / (k dp tp)) of a core,
+  // against min(1, cores / r) when calibrated with r ranks at once (r = the plan's ranks).
+  PipeSharing share{comp, tp_t, {}};
+  if (cores > 0)
+    share.rate = [&](int k) {
+      const double ranks = static_cast<double>(k) * l.dp * l.tp;
+      return std::max<double>(cores, l.num_ranks()) / std::max<double>(cores, ranks);
+    };
+  const double pipe = simulate(*table, {unit, unit, unit, max_hop * m / std::max(1, sends)}, true, share).makespan;
   double tail = 0;
   int worst = 0;
   for (int s = 0; s < l.pp; ++s)

@@ -29,8 +29,8 @@ struct PlanOptions {
   std::string backend = "cpu";
   int top = 5;
   std::string out_dir;  // plan.csv, plan-top.toml (and validate.csv); empty: print only
-  // Compute is shared: ranks on this machine beyond its cores slow each rank's compute by
-  // ranks / cores (validation runs oversubscribed); 0: no sharing (a cluster).
+  // The ranks share this many cores (a validation on a small machine): while k of them compute,
+  // each runs at min(1, cores / k) of a core (README "The time model"); 0: a core each.
   int cores = 0;
   // Seconds a rank spends per microbatch and model chunk beyond its gemms and elementwise
   // work (the activations' allocation, the schedule's bookkeeping): fitted to a validation.
@@ -112,6 +112,9 @@ void write_plan(const Plan& p, const PlanOptions& o, const std::string& dir);
 std::string plan_suite(const std::vector<const PlanEntry*>& entries, const PlanOptions& o, const std::string& title);
 
 // plan.csv and validate.csv (in results/SCHEMA.md through schema_markdown()).
+// Kendall's tau-b of two orders of the same items: (concordant - discordant pairs) over
+// sqrt((pairs - tied in a) (pairs - tied in b)); 0 when either order ties every pair.
+double kendall_tau_b(const std::vector<double>& a, const std::vector<double>& b);
 const CsvSchema& plan_schema();
 const CsvSchema& validate_schema();
 

@@ -54,6 +54,23 @@ for r in rows:
     assert abs(grown - 0.01 * int(r["microbatches"]) * v) < 1e-9, (r["layout"], grown)
     assert float(r["predicted_step_s"]) > float(base[r["layout"]]["predicted_step_s"]), r["layout"]
 PY
+# --cores C: ranks sharing C cores run at processor-sharing speed. With a core per rank nothing
+# changes; on one core, a layout without a pipeline computes on all its ranks at once (the
+# calibration's own sharing: its prediction is unchanged), while every pipeline is faster (a
+# rank in its bubble leaves the core to the others).
+run a_c4 "$BIN" plan --workload gpt-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv --cores 4 --out out_a_c4
+run a_c1 "$BIN" plan --workload gpt-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv --cores 1 --out out_a_c1
+check "--cores: equal with a core per rank; on one core, equal without pp and faster with it" python3 - <<'PY'
+import csv
+base = {r["layout"]: float(r["predicted_step_s"]) for r in csv.DictReader(open("out_a/plan.csv"))}
+c4 = {r["layout"]: float(r["predicted_step_s"]) for r in csv.DictReader(open("out_a_c4/plan.csv"))}
+c1 = list(csv.DictReader(open("out_a_c1/plan.csv")))
+assert c4 == base and len(c1) == len(base) > 20
+assert sum(r["pp"] != "1" for r in c1) > 10
+for r in c1:
+    x, b = float(r["predicted_step_s"]), base[r["layout"]]
+    assert (x < b * (1 - 1e-9)) if r["pp"] != "1" else abs(x - b) <= 1e-12 * b, (r["layout"], x, b)
+PY
 run a_bad "$BIN" plan --workload gpt-tiny --ranks 4 --calibration cal.csv --action-overhead -1
 check "--action-overhead -1: exits 2 (got $rc)" test "$rc" -eq 2
 
@@ -94,6 +111,27 @@ PY
 check "validate.csv has 4 layouts" test "$(($(wc -l <out_c/validate.csv 2>/dev/null || echo 0) - 1))" -eq 4
 check "validate: memory exact on every rank of every layout" has c.out "on every rank for 4 of 4"
 check "validate prints MAPE, tau and regret" has c.out "Kendall tau"
+# The printed figures are validate.csv's: MAPE, Kendall's tau-b (pairs tied in either order
+# count against it) and regret, recomputed here.
+check "validate: MAPE, tau-b and regret recomputed from validate.csv" python3 - <<'PY'
+import csv, math, re
+rows = list(csv.DictReader(open("out_c/validate.csv")))
+p = [float(r["predicted_step_s"]) for r in rows]
+m = [float(r["measured_step_s"]) for r in rows]
+n = len(p)
+pairs = [(i, j) for i in range(n) for j in range(i + 1, n)]
+s = [(p[i] - p[j]) * (m[i] - m[j]) for i, j in pairs]
+tied_p = sum(p[i] == p[j] for i, j in pairs)
+tied_m = sum(m[i] == m[j] for i, j in pairs)
+tau = (sum(x > 0 for x in s) - sum(x < 0 for x in s)) / math.sqrt((len(pairs) - tied_p) * (len(pairs) - tied_m))
+mape = 100 * sum(abs(a - b) / b for a, b in zip(p, m)) / n
+regret = m[[r["predicted_rank"] for r in rows].index("1")] / min(m)
+line = re.search(r"median step\): MAPE ([0-9.]+) %, Kendall tau ([-0-9.]+), regret \(top-1 measured / best measured\) ([0-9.]+)",
+                 open("c.out").read())
+assert line, "no median-step figures printed"
+got = [float(x) for x in line.groups()]
+assert abs(got[0] - mape) <= 0.051 and abs(got[1] - tau) <= 0.0006 and abs(got[2] - regret) <= 0.0006, (got, mape, tau, regret)
+PY
 [ "$rc" -eq 0 ] || show c.err
 
 # (d) bad input: exit 2, a clear message, nothing written.

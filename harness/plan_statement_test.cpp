@@ -3,11 +3,14 @@
 // what its registry entry's pure statement computes for that rank's coordinates without
 // building anything (StrategyInfo::statement, the planner's input). Exact equality of every
 // op, count, byte and memory field: both go through the same formulas, so any difference is
-// a formula computed twice.
+// a formula computed twice. Also the rank correlation --validate reports (Kendall's tau-b).
+#include <cmath>
+
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include "core/comm/mpi/mpi_comm.hpp"
+#include "harness/plan.hpp"
 #include "harness/suite.hpp"
 #include "strategies/registry.hpp"
 
@@ -166,6 +169,15 @@ TEST(PlanStatement, OnlyTrainerPresetsArePredicted) {
     EXPECT_TRUE(reg.find(name)->statement) << name;
   for (const char* name : {"single", "local-sgd", "diloco", "delayed-sgd", "param-server"})
     EXPECT_FALSE(reg.find(name)->statement) << name;
+}
+
+// validate's tau is tau-b: a tie in the predicted order (gpipe and 1f1b predicted alike) gets
+// no credit, where tau without the tied pairs would call this order perfect.
+TEST(PlanAccuracy, KendallTauB) {
+  EXPECT_DOUBLE_EQ(kendall_tau_b({1, 2, 3, 4}, {0.1, 0.2, 0.3, 0.4}), 1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau_b({1, 2, 3, 4}, {4, 3, 2, 1}), -1.0);
+  EXPECT_DOUBLE_EQ(kendall_tau_b({1, 2, 3}, {2, 1, 3}), 1.0 / 3);
+  EXPECT_DOUBLE_EQ(kendall_tau_b({1, 1, 2, 3}, {1, 2, 3, 4}), 5 / std::sqrt(30.0));
 }
 
 }  // namespace

@@ -44,18 +44,27 @@ const CsvSchema& validate_schema() {
   return s;
 }
 
-namespace {
-
-double kendall_tau(const std::vector<double>& a, const std::vector<double>& b) {
-  double c = 0, d = 0;
+// Kendall's tau-b: concordant less discordant pairs over all pairs, less those tied in either
+// order (a ranking that ties two layouts the measurements tell apart gets no credit for them).
+double kendall_tau_b(const std::vector<double>& a, const std::vector<double>& b) {
+  double c = 0, d = 0, tied_a = 0, tied_b = 0;
   for (size_t i = 0; i < a.size(); ++i)
     for (size_t j = i + 1; j < a.size(); ++j) {
       const double s = (a[i] - a[j]) * (b[i] - b[j]);
       if (s > 0) ++c;
       else if (s < 0) ++d;
+      tied_a += a[i] == a[j];
+      tied_b += b[i] == b[j];
     }
-  return c + d > 0 ? (c - d) / (c + d) : 1.0;
+  const double pairs = a.size() * (a.size() - 1) / 2.0;
+  const double denom = std::sqrt((pairs - tied_a) * (pairs - tied_b));
+  return denom > 0 ? (c - d) / denom : 0.0;
 }
+
+namespace {
+
+// The least of the values seen (x < 0: none yet).
+void keep_least(double& x, double v) { x = x < 0 ? v : std::min(x, v); }
 
 // Every rank of the world calibrates at the same moment, so the measured throughput is what
 // each rank gets while the others compute too (ranks sharing cores or memory bandwidth); the
@@ -95,7 +104,7 @@ struct Accuracy {
   std::string text() const {
     char b[160];
     std::snprintf(b, sizeof b, "MAPE %.1f %%, Kendall tau %.3f, regret (top-1 measured / best measured) %.3f",
-                  pred.empty() ? 0.0 : 100 * ape / pred.size(), kendall_tau(pred, meas), top1 > 0 ? top1 / best : -1.0);
+                  pred.empty() ? 0.0 : 100 * ape / pred.size(), kendall_tau_b(pred, meas), top1 > 0 ? top1 / best : -1.0);
     return b;
   }
 };
@@ -136,8 +145,7 @@ int validate(const Plan& plan, const PlanOptions& o, const StrategyRegistry& reg
     for (const Row& r : summary.cases) {
       Measured& m = measured[r.at("case")];
       if (r.count("step_time_s") && !r.at("step_time_s").empty()) {
-        const double secs = std::stod(r.at("step_time_s"));
-        m.step_s = m.step_s < 0 ? secs : std::min(m.step_s, secs);
+        keep_least(m.step_s, std::stod(r.at("step_time_s")));
       }
       if (round == 1 && r.count("peak_mem_bytes") && !r.at("peak_mem_bytes").empty())
         m.peak = std::stoll(r.at("peak_mem_bytes"));
@@ -148,9 +156,7 @@ int validate(const Plan& plan, const PlanOptions& o, const StrategyRegistry& reg
     int step = 0;
     double secs = 0;
     while (in.read_row(name, step, secs)) {
-      if (step < o.warmup_steps) continue;
-      double& best = measured[name].step_min_s;
-      best = best < 0 ? secs : std::min(best, secs);
+      if (step >= o.warmup_steps) keep_least(measured[name].step_min_s, secs);
     }
   }
   if (world.rank() != 0) return exit_code;

@@ -255,7 +255,7 @@ ScheduleTable make_schedule_table(const std::string& schedule, int p, int m, int
   return t;
 }
 
-ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete) {
+ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete, const PipeSharing& share) {
   const int p = t.p;
   PTS_REQUIRE(static_cast<int>(t.ranks.size()) == p, t.schedule + ": a table needs one action list per rank");
   // Every (kind, micro, chunk) at most once on every rank; with `complete`, exactly once.
@@ -286,37 +286,87 @@ ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete) 
   sim.busy.assign(p, 0);
   sim.peak_in_flight.assign(p, 0);
   sim.sends.assign(p, 0);
-  std::vector<size_t> next(p, 0);
-  std::vector<double> free_at(p, 0);
-  std::vector<int> held(p, 0), w_held(p, 0);
   sim.peak_w_pending.assign(p, 0);
+  std::vector<size_t> next(p, 0);
+  std::vector<int> held(p, 0), w_held(p, 0);
   const int G = p * t.v;
+  PTS_REQUIRE(share.work.empty() || static_cast<int>(share.work.size()) == p, "sharing needs one work scale per rank");
+  PTS_REQUIRE(share.wait.empty() || static_cast<int>(share.wait.size()) == p, "sharing needs one wait scale per rank");
+  auto work_of = [&](int r) { return share.work.empty() ? 1.0 : share.work[r]; };
+  auto wait_of = [&](int r) { return share.wait.empty() ? 0.0 : share.wait[r]; };
+  auto rate_of = [&](int computing) {
+    const double x = share.rate ? share.rate(computing) : 1.0;
+    PTS_REQUIRE(x > 0, "a sharing rate must be positive");
+    return x;
+  };
+  // Events, in time order: an action's compute ends (it waits, then is done), or an input
+  // arrives. Every rank runs its list in order, each action as soon as its inputs are there
+  // and the previous action is done. A computing action's end moves only when the rate does.
+  struct Running {
+    bool on = false, computing = false, fresh = false;
+    double start = 0, end = 0, left = 0;  // left: compute still to do, at `rate` from `now`
+    PipeAction action;
+  };
+  std::vector<Running> run(p);
+  double now = 0, rate = rate_of(0);
+  int computing = 0;
   for (;;) {
-    int best = -1;
-    double best_start = kNever;
-    for (int r = 0; r < p; ++r) {
-      if (next[r] >= t.ranks[r].size()) continue;
-      const double ready = deps.ready(r, t.ranks[r][next[r]]);
-      if (ready == kNever) continue;
-      const double start = std::max(ready, free_at[r]);
-      if (start < best_start) best = r, best_start = start;
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int r = 0; r < p; ++r) {
+        Running& x = run[r];
+        if (!x.on || x.end > now) continue;
+        if (x.computing) {
+          x.computing = false;
+          --computing;
+          const double wait = deps.cost(x.action) * wait_of(r);
+          if (wait > 0) {
+            x.end = now + wait;
+            continue;
+          }
+        }
+        x.on = false;
+        changed = true;
+        const int g = t.vstage(r, x.action.chunk);
+        done[{x.action.kind, x.action.micro, g}] = now;
+        sim.makespan = std::max(sim.makespan, now);
+        sim.timeline.push_back({r, x.action, x.start, now});
+      }
+      for (int r = 0; r < p; ++r) {
+        if (run[r].on || next[r] >= t.ranks[r].size()) continue;
+        const PipeAction& a = t.ranks[r][next[r]];
+        if (deps.ready(r, a) > now) continue;
+        ++next[r];
+        ++computing;
+        changed = true;
+        run[r] = {true, true, true, now, kNever, deps.cost(a) * work_of(r), a};  // its end: below
+        sim.busy[r] += deps.cost(a) * (work_of(r) + wait_of(r));
+        const int g = t.vstage(r, a.chunk);
+        if (a.kind == PipeKind::F) sim.peak_in_flight[r] = std::max(sim.peak_in_flight[r], ++held[r]);
+        if (a.kind == PipeKind::B) --held[r];
+        if (a.kind == PipeKind::B && t.split_w) sim.peak_w_pending[r] = std::max(sim.peak_w_pending[r], ++w_held[r]);
+        if (a.kind == PipeKind::W) --w_held[r];
+        if (a.kind == PipeKind::F && g + 1 < G && deps.rank_of(g + 1) != r) ++sim.sends[r];
+        if (a.kind == PipeKind::B && g > 0 && deps.rank_of(g - 1) != r) ++sim.sends[r];
+      }
     }
-    if (best < 0) break;
-    const int r = best;
-    const PipeAction& a = t.ranks[r][next[r]++];
-    const double end = best_start + deps.cost(a);
-    const int g = t.vstage(r, a.chunk);
-    done[{a.kind, a.micro, g}] = end;
-    free_at[r] = end;
-    sim.busy[r] += deps.cost(a);
-    sim.makespan = std::max(sim.makespan, end);
-    sim.timeline.push_back({r, a, best_start, end});
-    if (a.kind == PipeKind::F) sim.peak_in_flight[r] = std::max(sim.peak_in_flight[r], ++held[r]);
-    if (a.kind == PipeKind::B) --held[r];
-    if (a.kind == PipeKind::B && t.split_w) sim.peak_w_pending[r] = std::max(sim.peak_w_pending[r], ++w_held[r]);
-    if (a.kind == PipeKind::W) --w_held[r];
-    if (a.kind == PipeKind::F && g + 1 < G && deps.rank_of(g + 1) != r) ++sim.sends[r];
-    if (a.kind == PipeKind::B && g > 0 && deps.rank_of(g - 1) != r) ++sim.sends[r];
+    // The compute still to do of the actions already running, at the rate they had; then every
+    // computing action's end at the rate of the ranks computing now.
+    const double was = rate;
+    rate = rate_of(computing);
+    double at = kNever;
+    for (int r = 0; r < p; ++r) {
+      Running& x = run[r];
+      if (x.computing && (x.fresh || rate != was)) {
+        if (!x.fresh) x.left = (x.end - now) * was;
+        x.end = now + x.left / rate;
+        x.fresh = false;
+      }
+      if (x.on) at = std::min(at, x.end);
+      else if (next[r] < t.ranks[r].size()) at = std::min(at, deps.ready(r, t.ranks[r][next[r]]));
+    }
+    if (at == kNever) break;
+    now = at;
   }
   for (int r = 0; r < p; ++r)
     if (next[r] < t.ranks[r].size()) {

@@ -24,6 +24,7 @@
 // The pipeline executor (pipeline_parallel.cpp) runs these tables; `ptsuite schedule` exports
 // them as CSV.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,7 +86,16 @@ struct ScheduleSim {
 // missing. Without it, only what stops a pipeline is refused (a repeat, a wait that never
 // ends): an action left out everywhere it would be waited for only changes the gradients,
 // which is the exact check's to see.
-ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete = true);
+//
+// With `share`, the ranks share processors (the planner's model of ranks on fewer cores than
+// ranks): rank r's action of cost a computes a work[r], then waits a wait[r] (in a link, using
+// no processor); while k ranks compute, each computes at rate(k). busy stays the sum of costs
+// a (work[r] + wait[r]); the makespan and timeline are the shared run's.
+struct PipeSharing {
+  std::vector<double> work, wait;              // [rank]; empty: 1 and 0
+  std::function<double(int computing)> rate;  // empty: 1
+};
+ScheduleSim simulate(const ScheduleTable& t, const PipeCosts& c, bool complete = true, const PipeSharing& share = {});
 
 // "rank,step,kind,micro,chunk,vstage,start,end" per action: a table a user compares with
 // their framework's.

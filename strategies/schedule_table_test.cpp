@@ -175,5 +175,34 @@ TEST(ScheduleTable, BadLayoutsNameTheKey) {
   EXPECT_EQ(key_of([] { make_schedule_table("1f1b", 0, 8); }), "pp");
 }
 
+// Ranks sharing processors (the planner's oversubscribed machine). 1f1b, p 2, m 2, F = B = 1:
+// alone, 6 units. Both ranks on one core (each at half speed while both compute): rank 1's F0
+// runs beside rank 0's F1 from 1 to 3, and the core never idles, so the step is its 8 units of
+// work. A wait uses no processor: with rank 1 waiting 1 after each unit it computes, rank 0's
+// F1 ends at 3, rank 1's F0 at 4 (compute to 3, then its wait), B0 there from 4 to 6, rank 0's
+// B0 and rank 1's F1 share from 6 to 8, rank 1's B1 runs 9 to 11 and rank 0's B1 11 to 12.
+TEST(ScheduleSim, SharedRanksComputeAtTheirCoresRateAndWaitWithoutIt) {
+  const ScheduleTable t = make_schedule_table("1f1b", 2, 2);
+  const PipeCosts c{1, 1, 0, 0};
+  EXPECT_DOUBLE_EQ(simulate(t, c).makespan, 6);
+  const PipeSharing one_core{{}, {}, [](int computing) { return computing > 1 ? 0.5 : 1.0; }};
+  const ScheduleSim s = simulate(t, c, true, one_core);
+  EXPECT_DOUBLE_EQ(s.makespan, 8);
+  auto at = [](const ScheduleSim& sim, int rank, PipeKind kind, int micro) {
+    for (const SimAction& a : sim.timeline)
+      if (a.rank == rank && a.action.kind == kind && a.action.micro == micro) return std::make_pair(a.start, a.end);
+    return std::make_pair(-1.0, -1.0);
+  };
+  EXPECT_EQ(at(s, 1, PipeKind::F, 0), std::make_pair(1.0, 3.0));
+  EXPECT_EQ(at(s, 0, PipeKind::F, 1), std::make_pair(1.0, 3.0));
+  const ScheduleSim w = simulate(t, c, true, {{1, 1}, {0, 1}, one_core.rate});
+  EXPECT_DOUBLE_EQ(w.makespan, 12);
+  EXPECT_EQ(at(w, 1, PipeKind::F, 0), std::make_pair(1.0, 4.0));
+  EXPECT_EQ(at(w, 1, PipeKind::B, 0), std::make_pair(4.0, 6.0));
+  EXPECT_EQ(at(w, 0, PipeKind::B, 0), std::make_pair(6.0, 8.0));
+  EXPECT_EQ(at(w, 0, PipeKind::B, 1), std::make_pair(11.0, 12.0));
+  EXPECT_DOUBLE_EQ(w.busy[1], 8);  // the costs, computed and waited
+}
+
 }  // namespace
 }  // namespace pts
