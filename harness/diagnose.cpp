@@ -92,14 +92,20 @@ struct ShardMap {
 };
 
 // Every dp-rank-0 shard of case c's model, built on its own rank with the shipped tensor
-// parallelism (a strategy's own split, e.g. a planted one, is not seen) and gathered on rank
-// 0 of `side`. Collective over `side` (the case's ranks).
-std::vector<ShardMap> shard_maps(const CaseConfig& c, const WorkloadSpec& w, MpiComm& side, int64_t pad_to) {
+// parallelism (a strategy's own split, e.g. a planted one, is not seen) and the shipped table
+// of its schedule (`preset`, the schedule its strategy fixes, or the case's: interleaved-1f1b
+// and zbv give a rank blocks from both ends of the model), gathered on rank 0 of `side`.
+// Collective over `side` (the case's ranks).
+std::vector<ShardMap> shard_maps(const CaseConfig& c, const std::string& preset, const WorkloadSpec& w, MpiComm& side,
+                                 int64_t pad_to) {
   Mesh mesh(side, c.layout);
   TensorParallel tp(&mesh.tp());
-  const auto stages = stage_blocks(w, c.layout.pp, c.stage_layers);
+  const ContextParallel whole;                             // cp splits no parameter
   const ExpertParallel ep(mesh.coord().ep, c.layout.ep);  // shapes only: which experts the rank holds
-  ModelShard shard{&tp, nullptr, &ep, stages[mesh.coord().pp].first, stages[mesh.coord().pp].second};
+  const std::string name = preset.empty() ? c.schedule : preset;
+  const std::shared_ptr<const PipeSchedule> schedule = find_schedule(name);
+  PTS_REQUIRE(schedule, "no shipped schedule '" + name + "'");
+  const ModelShard shard = shard_for(c, w, *case_table(c, *schedule), mesh.coord().pp, tp, whole, ep);
   std::unique_ptr<Backend<double>> be = make_backend<double>("cpu");
   MemoryTracker mem(be->allocator());
   auto model = make_model<double>(w, *be, mem, c.seed, ModelStorage{pad_to, true, true}, shard);
@@ -536,7 +542,7 @@ int diagnose(const DiagnoseOptions& o, const StrategyRegistry& registry, MpiComm
     }
     // After a failed run (every rank agrees on it) its communicators may hold abandoned
     // operations: nothing more runs on the case's ranks.
-    if (run.error.empty()) maps = shard_maps(c, w, side, sharded_dp ? c.layout.dp * c.layout.cp : 1);
+    if (run.error.empty()) maps = shard_maps(c, info->schedule, w, side, sharded_dp ? c.layout.dp * c.layout.cp : 1);
   }
   const auto failed_by_rank = gather_to_root(world, to_ints(checks_failed));
 

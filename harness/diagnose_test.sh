@@ -157,6 +157,12 @@ expect pp-1f1b-drop-last-float64 1 "^first divergence: step 0, its update" "53 o
   "pattern: microbatch 3 of dp replica 0 \(samples 18-23\) is missing from the gradient"
 diag 2 pp-1f1b-drop-last-float32
 expect pp-1f1b-drop-last-float32 1 "pattern: microbatch 3 of dp replica 0 \(samples 18-23\) is missing"
+# pp-zbv-skip-w: zbv puts the last virtual stage (blocks 6-7 and the head) on the first rank
+# beside the first one, so the lost weight gradients are held by pp stage 0, not 1.
+diag 2 pp-zbv-skip-w-float64
+expect pp-zbv-skip-w-float64 1 "^first divergence: step 0, its update" "17 of 101 tensors differ" \
+  "blocks\.6\.attn\.qkv\.weight \(grad\) rows 0-15 differ .*held by tp -, pp stage 0, dp -" \
+  "head\.weight \(grad\) rows 0-63 differ .*held by tp -, pp stage 0, dp -"
 # The communication-reducing family, against their twins: the update is compared.
 for c in local-sgd-sum-dp2-float64 diloco-uphill-dp2-float64 diloco-no-momentum-dp2-float64; do
   diag 2 $c

@@ -59,6 +59,16 @@ std::vector<std::pair<int, int>> rank_chunks(const WorkloadSpec& w, const Schedu
   return out;
 }
 
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
+                     const TensorParallel& tp, const ContextParallel& cp, const ExpertParallel& ep) {
+  ModelShard s;
+  s.tp = &tp;
+  s.cp = &cp;
+  s.ep = &ep;
+  s.chunks = rank_chunks(w, t, stage, c.stage_layers);
+  return s;
+}
+
 std::shared_ptr<const ScheduleTable> case_table(const CaseConfig& c, const PipeSchedule& schedule) {
   const int v = c.virtual_stages > 0 ? c.virtual_stages : schedule.default_chunks();
   const int m = microbatches_of(c);

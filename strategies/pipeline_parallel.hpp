@@ -39,6 +39,12 @@ std::vector<std::pair<int, int>> stage_blocks(const WorkloadSpec& w, int stages,
 std::vector<std::pair<int, int>> rank_chunks(const WorkloadSpec& w, const ScheduleTable& t, int rank,
                                              const std::vector<int>& stage_layers);
 
+// What pipeline rank `stage` holds under table t (its chunks' blocks), split by tp, cp and ep:
+// the shard the trainer builds, its statements describe and diagnose maps. The objects must
+// outlive the shard.
+ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
+                     const TensorParallel& tp, const ContextParallel& cp, const ExpertParallel& ep);
+
 // The case's table: its schedule for pp ranks, its microbatches and virtual_stages (0: the
 // schedule's default), checked to run: no action twice, no wait that never ends (an action
 // missing everywhere it would be awaited is left to the exact check, like any lost gradient).

@@ -47,16 +47,6 @@ void validate_parallel_with(const CaseConfig& c, const WorkloadSpec& w, const Pi
 }
 
 namespace {
-ModelShard shard_for(const CaseConfig& c, const WorkloadSpec& w, const ScheduleTable& t, int stage,
-                     const TensorParallel& tp, const ContextParallel& cp, const ExpertParallel& ep) {
-  ModelShard s;
-  s.tp = &tp;
-  s.cp = &cp;
-  s.ep = &ep;
-  s.chunks = rank_chunks(w, t, stage, c.stage_layers);
-  return s;
-}
-
 // Samples per replica and step: the batch splits over dp and, under expert parallelism, over
 // the ep ranks of each replica too (they route their own tokens).
 template <class T>
@@ -281,12 +271,8 @@ RankStatement shape_statement(const CaseConfig& c, const WorkloadSpec& w, const 
   const TensorParallel tp(coord.tp, l.tp);
   const ContextParallel cp(coord.cp, l.cp);
   const ExpertParallel ep(coord.ep, l.ep);
-  ModelShard shard;
-  shard.tp = &tp;
-  shard.cp = &cp;
-  shard.ep = &ep;
   const std::shared_ptr<const ScheduleTable> table = case_table(c, schedule);
-  shard.chunks = rank_chunks(w, *table, coord.pp, c.stage_layers);
+  const ModelShard shard = shard_for(c, w, *table, coord.pp, tp, cp, ep);
   ModelStorage storage = a.storage(l.dp * l.cp);  // cp ranks are gradient peers (core/mesh.hpp)
   storage.own_params = storage.own_grads = false;  // shapes only
   static thread_local std::unique_ptr<Backend<T>> backend = make_cpu_backend<T>();  // never runs an op here

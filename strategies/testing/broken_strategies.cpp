@@ -185,8 +185,8 @@ ExpertParallelFactory expert_parallel() {
 class EditedSchedule : public NamedSchedule {
  public:
   using Edit = std::function<void(int, std::vector<PipeAction>&)>;
-  EditedSchedule(std::string shipped, Edit edit) : NamedSchedule(shipped, shipped == "interleaved-1f1b" ? 2 : 1),
-                                                    edit_(std::move(edit)) {}
+  EditedSchedule(std::string shipped, Edit edit)
+      : NamedSchedule(shipped, find_schedule(shipped)->default_chunks()), edit_(std::move(edit)) {}
   ScheduleTable table(int stages, int micro, int chunks) const override {
     ScheduleTable t = NamedSchedule::table(stages, micro, chunks);
     for (int r = 0; r < t.p; ++r) edit_(r, t.ranks[r]);
@@ -238,13 +238,15 @@ class RunsSerially final : public NamedSchedule {
   }
 };
 
-// zb-h1 whose first rank never runs the last microbatch's weight-gradient pass: nothing waits
-// for a W, so the step completes with that gradient missing (the exact check).
-std::shared_ptr<const PipeSchedule> skips_last_w() {
-  return std::make_shared<EditedSchedule>("zb-h1", [](int r, std::vector<PipeAction>& a) {
+// A split-backward schedule (zb-h1, zbv) whose first rank never runs the last microbatch's
+// weight-gradient pass of its chunk `chunk`: nothing waits for a W, so the step completes with
+// that gradient missing (the exact check). zbv's chunk 1 on the first rank is the last virtual
+// stage: the head and the last layers, which diagnose must find on pp stage 0.
+std::shared_ptr<const PipeSchedule> skips_last_w(const std::string& schedule, int chunk) {
+  return std::make_shared<EditedSchedule>(schedule, [chunk](int r, std::vector<PipeAction>& a) {
     if (r != 0) return;
     const int last = std::max_element(a.begin(), a.end(), [](auto& x, auto& y) { return x.micro < y.micro; })->micro;
-    std::erase_if(a, [last](const PipeAction& x) { return x.kind == PipeKind::W && x.micro == last; });
+    std::erase_if(a, [&](const PipeAction& x) { return x.kind == PipeKind::W && x.micro == last && x.chunk == chunk; });
   });
 }
 
@@ -359,7 +361,11 @@ void add_broken_strategies(StrategyRegistry& r) {
   r.add(trainer_entry("pp-1f1b-drop-last", "BROKEN: 1F1B never runs the last microbatch's backward", "pp",
                       {ddp, skips_last_backward()}));
   r.add(trainer_entry("pp-zb-h1-skip-w", "BROKEN: zb-h1 whose first stage never runs the last weight-gradient pass",
-                      "pp", {ddp, skips_last_w()}));
+                      "pp", {ddp, skips_last_w("zb-h1", 0)}));
+  r.add(trainer_entry("pp-zbv-skip-w",
+                      "BROKEN: zbv whose first rank never runs the last weight-gradient pass of its second chunk "
+                      "(the head's stage)",
+                      "pp", {ddp, skips_last_w("zbv", 1)}));
   r.add(trainer_entry("pp-zb-h1-w-twice", "BROKEN: zb-h1 whose first stage runs a weight-gradient pass twice", "pp",
                       {ddp, runs_w_twice()}));
   r.add(trainer_entry("pp-interleaved-swapped", "BROKEN: interleaved-1f1b whose first rank swaps its chunks", "pp",
