@@ -312,8 +312,8 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   // against min(1, cores / r) when calibrated with r ranks at once (r = the plan's ranks).
   PipeSharing share{comp, tp_t, {}};
   if (cores > 0)
-    share.rate = [&](int k) {
-      const double ranks = static_cast<double>(k) * l.dp * l.tp;
+    share.rate = [&](int stages) {
+      const double ranks = static_cast<double>(stages) * l.dp * l.tp;
       return std::max<double>(cores, l.num_ranks()) / std::max<double>(cores, ranks);
     };
   const double pipe = simulate(*table, {unit, unit, unit, max_hop * m / std::max(1, sends)}, true, share).makespan;
