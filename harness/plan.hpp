@@ -111,10 +111,11 @@ void write_plan(const Plan& p, const PlanOptions& o, const std::string& dir);
 // A suite file of `entries` that `ptsuite run` accepts as is.
 std::string plan_suite(const std::vector<const PlanEntry*>& entries, const PlanOptions& o, const std::string& title);
 
-// plan.csv and validate.csv (in results/SCHEMA.md through schema_markdown()).
 // Kendall's tau-b of two orders of the same items: (concordant - discordant pairs) over
 // sqrt((pairs - tied in a) (pairs - tied in b)); 0 when either order ties every pair.
 double kendall_tau_b(const std::vector<double>& a, const std::vector<double>& b);
+
+// plan.csv and validate.csv (in results/SCHEMA.md through schema_markdown()).
 const CsvSchema& plan_schema();
 const CsvSchema& validate_schema();
 

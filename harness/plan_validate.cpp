@@ -144,9 +144,7 @@ int validate(const Plan& plan, const PlanOptions& o, const StrategyRegistry& reg
     if (world.rank() != 0) continue;
     for (const Row& r : summary.cases) {
       Measured& m = measured[r.at("case")];
-      if (r.count("step_time_s") && !r.at("step_time_s").empty()) {
-        keep_least(m.step_s, std::stod(r.at("step_time_s")));
-      }
+      if (r.count("step_time_s") && !r.at("step_time_s").empty()) keep_least(m.step_s, std::stod(r.at("step_time_s")));
       if (round == 1 && r.count("peak_mem_bytes") && !r.at("peak_mem_bytes").empty())
         m.peak = std::stoll(r.at("peak_mem_bytes"));
     }

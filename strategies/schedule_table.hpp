@@ -1,6 +1,6 @@
 // Pipeline schedules as whole tables (issue 14, first step): every rank's ordered list of
 // actions over virtual stages, and a simulator that runs the tables against fixed per-action
-// costs. A table is a pure function of (schedule, p ranks, m microbatches, v chunks per rank);
+// costs (or, for the planner, on ranks that share processors). A table is a pure function of (schedule, p ranks, m microbatches, v chunks per rank);
 // the simulator derives its makespan, each stage's bubble, its activation peak and its
 // point-to-point transfers, which the tests hold against each schedule's closed form.
 //
