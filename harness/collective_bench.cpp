@@ -13,6 +13,7 @@
 
 #include "core/backend/backend.hpp"
 #include "core/comm/case_comm.hpp"
+#include "core/comm/mpi/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
 #include "core/tensor.hpp"
@@ -435,6 +436,7 @@ int collective_bench(const BenchOptions& opts, const std::string& out_dir, MpiCo
   validate(opts);
   std::unique_ptr<Comm> comm = make_bench_comm(opts.comm, world);
   const NodeInfo nodes = node_info(world);
+  set_shared_cores(nodes.oversubscribed);
   const bool root = world.rank() == 0;
   if (root) {
     const std::string warning = oversubscription_warning(nodes);

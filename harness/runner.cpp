@@ -146,6 +146,7 @@ RunSummary run_suite(const Suite& suite, const StrategyRegistry& registry, const
   open_fault_channel(world.native());
   RunTables tables(registry);
   const NodeInfo nodes = node_info(world);
+  set_shared_cores(nodes.oversubscribed);
   std::string env = environment_json(world, suite, nodes);
   if (root && !opts.quiet && nodes.oversubscribed)
     std::fprintf(stderr, "%s\n", oversubscription_warning(nodes).c_str());

@@ -17,6 +17,7 @@ namespace pts {
 namespace {
 
 double g_timeout_s = 300;
+bool g_shared_cores = false;
 std::string g_case;
 void (*g_reporter)(const std::string&) = nullptr;
 int g_epoch = 0;  // counts the cases, so that a notice names the case it is about
@@ -69,6 +70,8 @@ std::string world_ranks_of(MPI_Comm comm, int size) {
 }  // namespace
 
 void set_watchdog_timeout(double seconds) { g_timeout_s = seconds; }
+void set_shared_cores(bool shared) { g_shared_cores = shared; }
+bool shared_cores() { return g_shared_cores; }
 double watchdog_timeout() { return g_timeout_s; }
 void set_watchdog_case(const std::string& name) {
   g_case = name;
@@ -132,9 +135,11 @@ void WaitDeadline::restart() {
   start_ = Clock::now();
   deadline_ = start_ + seconds(g_timeout_s > 0 ? g_timeout_s : 1e9);
   if (noticed_) deadline_ = std::min(deadline_, start_ + seconds(kFaultGraceSeconds));
-  // Yield between polls for the first milliseconds (an operation usually completes within
-  // them), then sleep 200 us per poll: a long wait costs a peer's core almost nothing.
-  spin_until_ = start_ + std::chrono::milliseconds(20);
+  // On a core of its own: yield between polls for the first milliseconds (an operation usually
+  // completes within them), then sleep 200 us per poll, so a long wait costs a peer's core
+  // almost nothing. On shared cores a yielding rank still takes its turns on the core a peer
+  // computes on: sleep 50 us per poll from the first (set_shared_cores).
+  spin_until_ = g_shared_cores ? start_ : start_ + std::chrono::milliseconds(20);
 }
 
 void WaitDeadline::pause() {
@@ -145,7 +150,7 @@ void WaitDeadline::pause() {
   }
   if (now < deadline_) {
     if (now < spin_until_) sched_yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else std::this_thread::sleep_for(std::chrono::microseconds(g_shared_cores ? 50 : 200));
     return;
   }
   int world_rank = 0;
@@ -166,7 +171,7 @@ void WaitDeadline::pause() {
 }
 
 void watched_wait(MPI_Request* req, const char* op, const std::string& axis, MPI_Comm comm, bool harness) {
-  if (g_timeout_s <= 0) {
+  if (g_timeout_s <= 0 && !g_shared_cores) {
     PTS_MPI_CHECK(MPI_Wait(req, MPI_STATUS_IGNORE));
     return;
   }

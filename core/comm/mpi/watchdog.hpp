@@ -19,6 +19,15 @@ inline constexpr int kWatchdogExitCode = 4;
 void set_watchdog_timeout(double seconds);
 double watchdog_timeout();
 
+// Whether this rank shares its cores with other ranks (a node with more ranks than cores:
+// NodeInfo::oversubscribed). Then every wait sleeps between its polls from the first one,
+// leaving the core to the ranks that compute, instead of yielding for its first 20 ms (a
+// yielding rank still takes turns on a shared core, so a rank waiting in a bubble or for a
+// prefetch would slow the ranks it waits for); with the watchdog off too (MPI_Wait
+// busy-polls). Process-wide, set by the harness before a run's first case.
+void set_shared_cores(bool shared);
+bool shared_cores();
+
 // The case this process is running, named in the watchdog's message ("" between cases).
 void set_watchdog_case(const std::string& name);
 const std::string& watchdog_case();
@@ -40,7 +49,7 @@ void close_fault_channel();
 void notify_fault(const std::string& what);  // to every other rank; returns at once
 
 // Completes `req` like MPI_Wait, polling MPI_Test under a WaitDeadline (plain MPI_Wait when
-// the watchdog is off).
+// the watchdog is off and the cores are not shared).
 void watched_wait(MPI_Request* req, const char* op, const std::string& axis, MPI_Comm comm, bool harness = false);
 
 // The message a wait past its deadline prints (for tests): `world_ranks` lists the group's
