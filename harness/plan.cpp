@@ -17,6 +17,7 @@
 #include "harness/schema.hpp"
 #include "strategies/pipeline_parallel.hpp"
 #include "strategies/trainer.hpp"
+#include "workloads/gpt.hpp"
 
 namespace pts {
 namespace {
@@ -40,8 +41,10 @@ std::string fmt(double v, const char* f = "%.4g") {
 }
 
 std::string layout_label(const CaseConfig& c) {
-  std::string s = "dp" + std::to_string(c.layout.dp) + " tp" + std::to_string(c.layout.tp) + " pp" +
-                  std::to_string(c.layout.pp) + " z" + std::to_string(c.zero_stage);
+  std::string s = "dp" + std::to_string(c.layout.dp);
+  if (c.layout.cp > 1) s += " cp" + std::to_string(c.layout.cp);
+  if (c.layout.ep > 1) s += " ep" + std::to_string(c.layout.ep);
+  s += " tp" + std::to_string(c.layout.tp) + " pp" + std::to_string(c.layout.pp) + " z" + std::to_string(c.zero_stage);
   if (c.layout.pp > 1) s += " " + c.schedule;
   s += " m" + std::to_string(microbatches_of(c));
   if (!c.stage_layers.empty()) s += " [" + join_ints(c.stage_layers) + "]";
@@ -143,14 +146,14 @@ std::vector<int> balanced_split(const LayerCosts& lc, int pp, bool lead_may_stan
 }
 
 LayerCosts layer_costs(const CaseConfig& base, const WorkloadSpec& w, const StrategyInfo& info, const Calibration& cal,
-                       int tp) {
+                       const Layout& l) {
   LayerCosts lc;
   const WorkloadKind& kind = w.model_kind();
   const int L = static_cast<int>(kind.layers(w));
   const bool lead_alone = kind.max_stages(w) > L;  // the embedding may be a stage of its own
   CaseConfig c = base;
-  c.layout = {1, tp, lead_alone ? L + 2 : L};
-  c.global_batch = 1;
+  c.layout = {1, l.tp, lead_alone ? L + 2 : L, l.cp, l.ep};
+  c.global_batch = l.ep;  // a sample per ep rank (the costs' scale is the same for every layer)
   c.microbatches = 1;
   c.zero_stage = 0;
   c.stage_layers.clear();
@@ -177,63 +180,101 @@ std::vector<CaseConfig> enumerate(const PlanOptions& o, const WorkloadSpec& w, c
   std::vector<CaseConfig> out;
   const CaseConfig base = base_case(o);
   const int64_t B = base.global_batch;
-  std::map<int, LayerCosts> costs;  // by tp
+  const WorkloadKind& kind = w.model_kind();
+  std::map<std::array<int, 3>, LayerCosts> costs;  // by (tp, cp, ep)
+  // Every factorisation dp x cp x ep x tp x pp of the ranks whose cp and ep the workload takes
+  // (cp splits each sequence, ep a MoE block's experts: the suite's own checks).
+  std::vector<Layout> layouts;
   for (int tp : divisors(o.ranks))
-    for (int pp : divisors(o.ranks / tp)) {
-      const int dp = o.ranks / tp / pp;
-      CaseConfig c = base;
-      c.layout = {dp, tp, pp};
-      if (B % dp != 0) continue;
-      const int64_t per_replica = B / dp;
-      // Microbatches: powers of two dividing the replica's batch; with pp, from pp up to
-      // 8 pp (fewer leave most of the pipeline idle), without it up to 4 (accumulation
-      // trades time for activation memory).
-      std::vector<int> ms;
-      for (int64_t m = 1; m <= per_replica; m *= 2) {
-        if (per_replica % m != 0) continue;
-        if (pp == 1 && m > 4) continue;
-        if (pp > 1 && (m < pp || m > 8 * pp)) continue;
-        ms.push_back(static_cast<int>(m));
-      }
-      if (pp > 1 && per_replica % pp == 0 && std::find(ms.begin(), ms.end(), pp) == ms.end()) ms.push_back(pp);
-      std::vector<std::vector<int>> splits = {{}};
-      if (pp > 1 && o.max_splits && cal) {
-        if (!costs.count(tp)) costs[tp] = layer_costs(base, w, info, *cal, tp);
-        const WorkloadKind& kind = w.model_kind();
-        std::vector<int> s = balanced_split(costs[tp], pp, kind.max_stages(w) > kind.layers(w));
-        if (!s.empty()) {
-          std::vector<int> even;
-          for (int i = 0; i < pp; ++i) even.push_back(static_cast<int>(kind.layers(w) / pp + (i < kind.layers(w) % pp)));
-          if (s != even) splits.push_back(s);
-        }
-      }
-      for (int zero : {0, 1, 2, 3}) {
-        if (dp == 1 && zero > 0) continue;  // nothing to shard over
-        for (const std::string& sched :
-             pp > 1 ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}
-                    : std::vector<std::string>{"1f1b"})
-          for (int m : ms)
-            for (const auto& split : splits)
-              for (bool overlap : {false, true}) {
-                if (overlap && (dp == 1 || zero == 1)) continue;  // nothing to overlap
-                CaseConfig x = c;
-                x.zero_stage = zero;
-                x.schedule = sched;
-                x.microbatches = m;
-                x.stage_layers = split;
-                x.stage_layers_text = join_ints(split);
-                x.overlap = overlap;
-                try {
-                  info.validate(x, w);  // the suite's own layout checks
-                } catch (const ConfigError&) {
-                  continue;
-                }
-                x.name = "plan-" + std::to_string(out.size());
-                out.push_back(std::move(x));
-              }
+    for (int cp : divisors(o.ranks / tp))
+      for (int ep : divisors(o.ranks / tp / cp))
+        for (int pp : divisors(o.ranks / tp / cp / ep)) layouts.push_back({o.ranks / tp / cp / ep / pp, tp, pp, cp, ep});
+  for (const Layout& l : layouts) {
+    const int dp = l.dp, tp = l.tp, pp = l.pp, cp = l.cp, ep = l.ep;
+    if ((cp > 1 && !kind.cp_problem(w, cp).empty()) || (ep > 1 && !kind.ep_problem(w, ep).empty())) continue;
+    CaseConfig c = base;
+    c.layout = l;
+    if (B % (int64_t(dp) * ep) != 0) continue;
+    const int64_t per_replica = B / (int64_t(dp) * ep);  // ep ranks take samples of their own
+    // Microbatches: powers of two dividing the replica's batch; with pp, from pp up to
+    // 8 pp (fewer leave most of the pipeline idle), without it up to 4 (accumulation
+    // trades time for activation memory).
+    std::vector<int> ms;
+    for (int64_t m = 1; m <= per_replica; m *= 2) {
+      if (per_replica % m != 0) continue;
+      if (pp == 1 && m > 4) continue;
+      if (pp > 1 && (m < pp || m > 8 * pp)) continue;
+      ms.push_back(static_cast<int>(m));
+    }
+    if (pp > 1 && per_replica % pp == 0 && std::find(ms.begin(), ms.end(), pp) == ms.end()) ms.push_back(pp);
+    std::vector<std::vector<int>> splits = {{}};
+    if (pp > 1 && o.max_splits && cal) {
+      LayerCosts& lc = costs[{tp, cp, ep}];
+      if (lc.layer.empty()) lc = layer_costs(base, w, info, *cal, c.layout);
+      std::vector<int> s = balanced_split(lc, pp, kind.max_stages(w) > kind.layers(w));
+      if (!s.empty()) {
+        std::vector<int> even;
+        for (int i = 0; i < pp; ++i) even.push_back(static_cast<int>(kind.layers(w) / pp + (i < kind.layers(w) % pp)));
+        if (s != even) splits.push_back(s);
       }
     }
+    for (int zero : {0, 1, 2, 3}) {
+      if (dp * cp == 1 && zero > 0) continue;  // nothing to shard over (dp's group is dp x cp ranks)
+      for (const std::string& sched :
+           pp > 1 ? std::vector<std::string>{"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "zbv"}
+                  : std::vector<std::string>{"1f1b"})
+        for (int m : ms)
+          for (const auto& split : splits)
+            for (bool overlap : {false, true}) {
+              if (overlap && (dp * cp == 1 || zero == 1)) continue;  // nothing to overlap
+              CaseConfig x = c;
+              x.zero_stage = zero;
+              x.schedule = sched;
+              x.microbatches = m;
+              x.stage_layers = split;
+              x.stage_layers_text = join_ints(split);
+              x.overlap = overlap;
+              try {
+                info.validate(x, w);  // the suite's own layout checks
+              } catch (const ConfigError&) {
+                continue;
+              }
+              x.name = "plan-" + std::to_string(out.size());
+              out.push_back(std::move(x));
+            }
+    }
+  }
   return out;
+}
+
+// Of `total` seconds of transfers in `calls` calls that run under `window` seconds of compute,
+// the part left exposed: what the window cannot cover, and never less than one call (the last).
+double hidden(double total, uint64_t calls, double window) {
+  return std::max(total / static_cast<double>(calls), total - window);
+}
+
+// Expert parallelism's routed rows follow the routing the step takes, which no plan knows:
+// the statement leaves them out (the trainer adds them from the routing it recorded). The plan
+// adds them at balanced routing, each token's k choices within capacity: F = rows S k rows per
+// MoE block and microbatch, in and out; each of a block's four all_to_allv carries F rows of C
+// elements, and under tp its received rows' all-reduces 2 F more.
+void add_routed_rows(std::vector<ExpectedOp>& comm, const CaseConfig& c, const WorkloadSpec& w) {
+  const Layout& l = c.layout;
+  if (l.ep < 2) return;
+  const int64_t rows = c.global_batch / (int64_t(l.dp) * l.ep * microbatches_of(c));
+  const int64_t F = rows * std::min<int64_t>((w.seq / l.cp) * w.top_k, w.experts * moe_capacity(w));
+  const uint64_t row = static_cast<uint64_t>(w.embd) * (c.dtype == "float32" ? 4 : 8);
+  uint64_t block_micros = 0;
+  for (ExpectedOp& op : comm)
+    if (op.axis == "ep" && op.op == CommOp::all_to_allv && op.payload_bytes == 0) {
+      op.payload_bytes = op.calls * static_cast<uint64_t>(F) * row;
+      block_micros += op.calls / 4;
+    }
+  for (ExpectedOp& op : comm)
+    if (op.axis == "tp" && op.op == CommOp::all_reduce) {
+      op.payload_bytes += block_micros * 2 * static_cast<uint64_t>(F) * row;
+      break;
+    }
 }
 
 // The time model (README "Planning a layout"): per stage s, one microbatch costs compute_s
@@ -252,27 +293,32 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   const double overhead = action_overhead_s * (cores > 0 ? std::max(1.0, l.num_ranks() / static_cast<double>(cores)) : 1.0);
   const int64_t elem = c.dtype == "float32" ? 4 : 8;
   const int k = c.optimizer.state_per_param();
-  std::vector<double> t(l.pp), comp(l.pp), tp_t(l.pp), p2p(l.pp), dp_exposed(l.pp), dp_total(l.pp), opt(l.pp);
+  std::vector<double> t(l.pp), comp(l.pp), tp_t(l.pp), cp_t(l.pp), ep_t(l.pp), p2p(l.pp), dp_exposed(l.pp),
+      dp_total(l.pp), opt(l.pp);
   for (int s = 0; s < l.pp; ++s) {
-    // tp rank 0 holds the most (ceil(V/tp) vocabulary rows); every dp rank the same bytes.
+    // tp rank 0 holds the most (ceil(V/tp) vocabulary rows); every dp, cp and ep rank the same
+    // bytes.
     for (int r = 0; r < l.tp; r += std::max(1, l.tp - 1)) {
-      const RankStatement st = info.statement(c, w, {0, r, s}, 0);
+      RankStatement st = info.statement(c, w, {0, r, s}, 0);
       const MemoryExpectation& me = st.memory;
       const int64_t exact = me.param + me.grad + me.optimizer + std::max<int64_t>(me.activation, 0);
       e.mem_exact = std::max(e.mem_exact, exact);
       e.mem_per_rank = std::max(e.mem_per_rank, exact + std::max<int64_t>(me.comm_max, 0) +
                                                     std::max<int64_t>(me.workspace_max, 0));
+      add_routed_rows(st.comm, c, w);
       double bus = 0;
       for (const ExpectedOp& op : st.comm) bus += op.bus_bytes();
       e.bus_bytes_per_step = std::max(e.bus_bytes_per_step, bus);
       if (r != 0) continue;
       const double raw = work_seconds(st.work, cal);
       double ag = 0, rs = 0, ar = 0;
-      uint64_t ag_calls = 1, rs_calls = 1, ar_calls = 1;
+      uint64_t ag_calls = 1, rs_calls = 1, ar_calls = 1, cp_calls = 1;
       for (const ExpectedOp& op : st.comm) {
         const double secs = link.seconds(op.op, op.calls, op.bus_bytes());
         if (op.axis == "tp") tp_t[s] += secs / m;
+        else if (op.axis == "ep") ep_t[s] += secs / m;
         else if (op.axis == "pp" && op.op == CommOp::send) p2p[s] += secs / m;
+        else if (op.axis == "cp" && op.op == CommOp::send) cp_t[s] += secs / m, cp_calls = std::max<uint64_t>(op.calls / m, 1);
         else if (op.axis == "dp") {
           dp_total[s] += secs;
           if (op.op == CommOp::all_gather) ag += secs, ag_calls = std::max<uint64_t>(op.calls, 1);
@@ -281,13 +327,14 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
         }
       }
       comp[s] = raw + overhead * table->v;
+      // The ring's transfers run under the microbatch's compute (each block's while the one
+      // before it is computed on); the last, the gradients' way home, never hides.
+      const double ring = cp_t[s];
+      cp_t[s] = hidden(ring, cp_calls, comp[s]);
       // Overlap each dp algorithm allows: ddp's buckets and zero2/fsdp's reduce-scatters run
       // under the last microbatch's backward (2/3 of its compute) with `overlap`; fsdp's
       // prefetched all-gathers under the step's compute; the last call of each never hides.
       const double backward = comp[s] * 2.0 / 3.0;
-      auto hidden = [](double total, uint64_t calls, double window) {
-        return std::max(total / static_cast<double>(calls), total - window);
-      };
       double exposed = 0;
       if (c.zero_stage == 0) exposed = c.overlap ? hidden(ar, ar_calls, backward) : ar;
       else if (c.zero_stage == 1) exposed = ag + rs;
@@ -297,7 +344,7 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
       // SGD with momentum reads param, grad and state and writes param and state per element.
       const double updated = static_cast<double>(me.optimizer) / static_cast<double>(k * elem);
       opt[s] = cal.elementwise_seconds(updated * (3 + 2 * k));
-      t[s] = comp[s] + tp_t[s];
+      t[s] = comp[s] + tp_t[s] + cp_t[s] + ep_t[s];
     }
   }
   double fill = 0, max_hop = 0;
@@ -310,10 +357,12 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   // Ranks sharing `cores`: the dp x tp ranks of a stage run its actions at once, so while k
   // stages compute, k dp tp ranks do; each computes at min(1, cores / (k dp tp)) of a core,
   // against min(1, cores / r) when calibrated with r ranks at once (r = the plan's ranks).
-  PipeSharing share{comp, tp_t, {}};
+  std::vector<double> waits(l.pp);
+  for (int s = 0; s < l.pp; ++s) waits[s] = tp_t[s] + cp_t[s] + ep_t[s];
+  PipeSharing share{comp, waits, {}};
   if (cores > 0)
     share.rate = [&](int stages) {
-      const double ranks = static_cast<double>(stages) * l.dp * l.tp;
+      const double ranks = static_cast<double>(stages) * l.num_ranks() / l.pp;
       return std::max<double>(cores, l.num_ranks()) / std::max<double>(cores, ranks);
     };
   const double pipe = simulate(*table, {unit, unit, unit, max_hop * m / std::max(1, sends)}, true, share).makespan;
@@ -325,6 +374,8 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   for (int s = 0; s < l.pp; ++s) busiest = std::max(busiest, m * t[s]);
   e.compute_s = *std::max_element(comp.begin(), comp.end()) * m;
   e.tp_s = *std::max_element(tp_t.begin(), tp_t.end()) * m;
+  e.cp_s = *std::max_element(cp_t.begin(), cp_t.end()) * m;
+  e.ep_s = *std::max_element(ep_t.begin(), ep_t.end()) * m;
   e.pp_s = fill;
   e.bubble_s = std::max(0.0, pipe - busiest - fill);
   e.dp_s = dp_total[worst];
@@ -337,6 +388,8 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
 std::string dominant(const PlanEntry& e) {
   const std::vector<std::pair<std::string, double>> parts = {{"compute", e.compute_s},
                                                              {"tp all-reduces", e.tp_s},
+                                                             {"cp ring", e.cp_s},
+                                                             {"ep all-to-alls", e.ep_s},
                                                              {"pipeline bubble", e.bubble_s + e.pp_s},
                                                              {"dp communication", e.dp_exposed_s},
                                                              {"optimizer", e.optimizer_s}};
@@ -415,6 +468,8 @@ const CsvSchema& plan_schema() {
           {"dp", "count", "data-parallel ranks", Compare::setting},
           {"tp", "count", "tensor-parallel ranks", Compare::setting},
           {"pp", "count", "pipeline stages", Compare::setting},
+          {"cp", "count", "context-parallel ranks (each sequence split over them)", Compare::setting},
+          {"ep", "count", "expert-parallel ranks (a MoE block's experts split over them)", Compare::setting},
           {"zero_stage", "0-3", "ZeRO stage on dp", Compare::setting},
           {"schedule", "-", "pipeline schedule", Compare::setting},
           {"microbatches", "count", "microbatches per replica per step", Compare::setting},
@@ -424,9 +479,11 @@ const CsvSchema& plan_schema() {
           {"predicted_tokens_per_s", "tokens/s", "global_batch * positions / predicted_step_s", Compare::info},
           {"mem_per_rank_bytes", "bytes", "max over ranks of param + grad + optimizer + activation (exact) plus the comm and workspace bounds", Compare::exact},
           {"mem_exact_bytes", "bytes", "max over ranks of param + grad + optimizer + activation, each checked exactly by the suite", Compare::exact},
-          {"bus_bytes_per_step", "bytes", "max over ranks of the bus bytes a step moves (the strategy's statement)", Compare::exact},
+          {"bus_bytes_per_step", "bytes", "max over ranks of the bus bytes a step moves (the strategy's statement; with ep > 1 plus the routed rows at balanced routing, an estimate)", Compare::exact},
           {"compute_s", "s", "busiest stage's compute per step (m microbatches)", Compare::info},
           {"tp_s", "s", "busiest stage's tensor-parallel collectives per step", Compare::info},
+          {"cp_s", "s", "busiest stage's ring-attention transfers per step not hidden under its compute", Compare::info},
+          {"ep_s", "s", "busiest stage's expert-parallel all-to-alls and dense-gradient sums per step", Compare::info},
           {"bubble_s", "s", "pipeline fill and drain beyond the busiest stage's work, plus boundary transfers", Compare::info},
           {"dp_s", "s", "dp communication of the stage that finishes last", Compare::info},
           {"dp_exposed_s", "s", "the part of dp_s not hidden under compute", Compare::info},
@@ -475,7 +532,10 @@ std::string plan_suite(const std::vector<const PlanEntry*>& entries, const PlanO
     std::snprintf(name, sizeof name, "%s", c.name.c_str());
     s << "\n[[case]]\n# " << e->layout << ": predicted " << fmt(e->step_s) << " s/step, "
       << e->mem_per_rank << " bytes/rank\nname = \"" << name << "\"\ndp = " << c.layout.dp << "\ntp = " << c.layout.tp
-      << "\npp = " << c.layout.pp << "\nzero_stage = " << c.zero_stage << "\nschedule = \"" << c.schedule
+      << "\npp = " << c.layout.pp;
+    if (c.layout.cp > 1) s << "\ncp = " << c.layout.cp;
+    if (c.layout.ep > 1) s << "\nep = " << c.layout.ep;
+    s << "\nzero_stage = " << c.zero_stage << "\nschedule = \"" << c.schedule
       << "\"\nmicrobatches = " << c.microbatches << "\noverlap = " << (c.overlap ? "true" : "false") << "\n";
     if (!c.stage_layers.empty()) s << "stage_layers = \"" << join_ints(c.stage_layers) << "\"\n";
   }
@@ -493,6 +553,8 @@ void write_plan(const Plan& p, const PlanOptions& o, const std::string& dir) {
            {"dp", std::to_string(c.layout.dp)},
            {"tp", std::to_string(c.layout.tp)},
            {"pp", std::to_string(c.layout.pp)},
+           {"cp", std::to_string(c.layout.cp)},
+           {"ep", std::to_string(c.layout.ep)},
            {"zero_stage", std::to_string(c.zero_stage)},
            {"schedule", c.schedule},
            {"microbatches", std::to_string(c.microbatches)},
@@ -505,6 +567,8 @@ void write_plan(const Plan& p, const PlanOptions& o, const std::string& dir) {
            {"bus_bytes_per_step", fmt_double(e.bus_bytes_per_step)},
            {"compute_s", fmt_double(e.compute_s)},
            {"tp_s", fmt_double(e.tp_s)},
+           {"cp_s", fmt_double(e.cp_s)},
+           {"ep_s", fmt_double(e.ep_s)},
            {"bubble_s", fmt_double(e.bubble_s + e.pp_s)},
            {"dp_s", fmt_double(e.dp_s)},
            {"dp_exposed_s", fmt_double(e.dp_exposed_s)},

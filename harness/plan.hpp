@@ -87,7 +87,7 @@ struct PlanEntry {
   int64_t mem_exact = 0;         // max over ranks of param+grad+optimizer+activation (checked exactly)
   double bus_bytes_per_step = 0;  // max over ranks of the bus bytes a step moves
   // Time model (seconds per step).
-  double compute_s = 0, tp_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, dp_exposed_s = 0, optimizer_s = 0;
+  double compute_s = 0, tp_s = 0, cp_s = 0, ep_s = 0, pp_s = 0, bubble_s = 0, dp_s = 0, dp_exposed_s = 0, optimizer_s = 0;
   double step_s = 0, tokens_per_s = 0;
   bool fits = true;
   std::string why;

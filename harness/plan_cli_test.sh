@@ -1,9 +1,10 @@
 # `ptsuite plan` as a user runs it: a plan writes its table, plan.csv and plan-top.toml, and
 # `ptsuite run` accepts that suite as is; gpt2-124m on 512 ranks plans in seconds; a
 # calibration written by --calibrate is read back; --validate on 2 ranks writes validate.csv
-# with every layout's memory equal to the statement; bad input (a memory limit no layout
-# fits, an unknown workload, a malformed calibration file, ranks < 1, a bad link) exits 2
-# with a clear message before anything runs and writes nothing.
+# with every layout's memory equal to the statement; cp and ep layouts are planned and move
+# the bytes planned when run; bad input (a memory limit no layout fits, an unknown workload, a
+# malformed calibration file, ranks < 1, a bad link) exits 2 with a clear message before
+# anything runs and writes nothing.
 # Usage (from CTest): bash plan_cli_test.sh PTSUITE_BIN MPIEXEC
 set -u
 
@@ -160,6 +161,68 @@ run e "${MPI[@]}" -np 2 "$BIN" plan --workload gpt-tiny --ranks 2 --calibration 
   --validate --out out_e
 check "validate with bad input exits 2 (got $rc)" test "$rc" -eq 2
 check "validate with bad input writes nothing" test ! -e out_e
+
+# (f) context and expert parallelism: cp layouts of a GPT workload and ep layouts of a MoE one
+# are planned; run as planned, a cp layout moves exactly the planned bus bytes, and an ep
+# layout's routed rows (which the plan counts at balanced routing) are within 20 % of them.
+run f "$BIN" plan --workload gpt-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv --out out_f
+run g "$BIN" plan --workload moe-tiny --ranks 4 --global-batch 16 --link 1,20 --calibration cal.csv --out out_g
+check "cp planned on gpt-tiny, ep on moe-tiny" python3 - <<'PY'
+import csv
+gpt = list(csv.DictReader(open("out_f/plan.csv")))
+moe = list(csv.DictReader(open("out_g/plan.csv")))
+assert {r["cp"] for r in gpt} == {"1", "2", "4"} and {r["ep"] for r in gpt} == {"1"}, "gpt-tiny: cp 1, 2, 4; no ep"
+assert {r["ep"] for r in moe} == {"1", "2", "4"} and {r["cp"] for r in moe} == {"1"}, "moe-tiny: ep 1, 2, 4; no cp"
+for rows in (gpt, moe):
+    for r in rows:
+        assert int(r["dp"]) * int(r["tp"]) * int(r["pp"]) * int(r["cp"]) * int(r["ep"]) == 4, r["layout"]
+# The ring's and the all-to-alls' link time enter the step (at least the ring's last hop).
+for rows, axis in ((gpt, "cp"), (moe, "ep")):
+    for r in rows:
+        assert (float(r[axis + "_s"]) > 0) == (r[axis] != "1"), (r["layout"], r[axis + "_s"])
+# ZeRO shards over dp's group, the dp x cp ranks: dp 1 x cp 2 x pp 2 offers ZeRO-3.
+assert any(r["layout"].startswith("dp1 cp2 tp1 pp2 z3") for r in gpt)
+PY
+cat >cpep.toml <<'TOML'
+[defaults]
+strategy = "hybrid"
+dtype = "float32"
+global_batch = 16
+steps = 2
+check = "none"
+link = { bus_gbps = 1, latency_us = 20 }
+[[case]]
+name = "cp"
+workload = "gpt-tiny"
+dp = 2
+cp = 2
+[[case]]
+name = "ep"
+workload = "moe-tiny"
+dp = 2
+ep = 2
+TOML
+run cpep "${MPI[@]}" -np 4 "$BIN" run cpep.toml --out out_cpep --quiet
+check "cp and ep layouts run (got $rc)" test "$rc" -eq 0
+[ "$rc" -eq 0 ] || show cpep.err
+check "bus bytes: cp exactly as planned; ep's routed rows within 20 % at balanced routing" python3 - <<'PY'
+import csv
+def planned(path, layout):
+    return float(next(r for r in csv.DictReader(open(path)) if r["layout"] == layout)["bus_bytes_per_step"])
+ran = [r for r in csv.DictReader(open("out_cpep/comm.csv")) if r["axis"] != "world"]
+cp = planned("out_f/plan.csv", "dp2 cp2 tp1 pp1 z0 m1")
+ran_cp = sum(float(r["bus_bytes"]) for r in ran if r["case"] == "cp")
+assert abs(ran_cp - cp) <= 1e-9 * cp, (ran_cp, cp)
+# Every ep op but the all_to_allv is stated exactly; what the plan adds beyond them is its
+# estimate of the routed rows, against the rows the routing sent.
+ep = planned("out_g/plan.csv", "dp2 ep2 tp1 pp1 z0 m1")
+routed = sum(float(r["bus_bytes"]) for r in ran if r["case"] == "ep" and r["op"] == "all_to_allv")
+rest = sum(float(r["bus_bytes"]) for r in ran if r["case"] == "ep" and r["op"] != "all_to_allv")
+assert routed > 0 and ep > rest, (routed, ep, rest)
+ratio = routed / (ep - rest)
+print(f"ep: routed rows measured / planned at balanced routing {ratio:.3f}")
+assert 0.8 <= ratio <= 1.25, ratio
+PY
 
 if [ "$failures" -ne 0 ]; then
   echo "plan_cli_test: $failures check(s) failed"

@@ -105,6 +105,37 @@ pp = 2
 microbatches = 4
 
 [[case]]
+name = "hybrid-cp"
+strategy = "hybrid"
+dp = 2
+cp = 2
+zero_stage = [0, 3]
+overlap = [false, true]
+
+[[case]]
+name = "hybrid-cp-pp"
+strategy = "hybrid"
+cp = 2
+pp = 2
+microbatches = 2
+schedule = ["1f1b", "zbv"]
+
+[[case]]
+name = "hybrid-ep"
+workload = "moe-tiny-aux"
+strategy = "hybrid"
+dp = 2
+ep = 2
+zero_stage = [0, 3]
+
+[[case]]
+name = "hybrid-ep-tp"
+workload = "moe-tiny"
+strategy = "hybrid"
+ep = 2
+tp = 2
+
+[[case]]
 name = "mlp"
 workload = ["mlp-deep", "gpt-odd"]
 strategy = "hybrid"
@@ -165,7 +196,7 @@ TEST(PlanStatement, PureStatementEqualsBuiltStrategyOnEveryRank) {
 // The strategies the planner does not enumerate say so (no statement) rather than guess.
 TEST(PlanStatement, OnlyTrainerPresetsArePredicted) {
   const StrategyRegistry reg = builtin_strategies();
-  for (const char* name : {"ddp", "zero1", "zero2", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "hybrid"})
+  for (const char* name : {"ddp", "zero1", "zero2", "fsdp", "tp", "pp-gpipe", "pp-1f1b", "cp", "ep", "hybrid"})
     EXPECT_TRUE(reg.find(name)->statement) << name;
   for (const char* name : {"single", "local-sgd", "diloco", "delayed-sgd", "param-server"})
     EXPECT_FALSE(reg.find(name)->statement) << name;
