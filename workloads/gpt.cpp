@@ -776,19 +776,25 @@ class MoeTransformer final : public GptBlock<T> {
   }
 
  public:
-  // qkv, proj, the router and E experts of R*cap rows each; per slot a gate scale forward, a
-  // gate dot product and a scale backward; attention as the GPT block.
+  // qkv, proj, the router and the experts: E of R*cap rows each (every capacity slot, filled
+  // or not), or under ep the E/ep local ones on the rows they receive, which follow the
+  // routing: counted at balanced routing, N k / E rows from each ep rank (at most its R*cap
+  // slots). Per expert row a gate scale forward, a gate dot product and a scale backward;
+  // attention as the GPT block.
   void compute(int64_t rows, ComputeWork& out) const override {
     const int64_t N = rows * this->S_, S = this->S_, C = this->C_, RH = rows * H_, slots = rows * cap_;
+    const bool ep = this->ep_.active();
+    const int64_t experts = ep ? this->ep_.local_experts(E_) : E_;
+    const int64_t expert_rows = ep ? this->ep_.size() * std::min(slots, (N * K_ + E_ - 1) / E_) : slots;
     for (const TpLinear<T>* l : {&qkv_, &proj_}) l->work(N, true, out);
     out.gemm(N, E_, C, 3);
-    for (int64_t e = 0; e < E_; ++e)
-      for (const TpLinear<T>* l : {&fc_, &fc2_}) l->work(slots, true, out);
-    out.gemm(1, 1, C, E_ * slots);
+    for (int64_t e = 0; e < experts; ++e)
+      for (const TpLinear<T>* l : {&fc_, &fc2_}) l->work(expert_rows, true, out);
+    out.gemm(1, 1, C, experts * expert_rows);
     out.gemm(S, S, D_, 2 * RH);
     out.gemm(S, D_, S, 4 * RH);
     out.elementwise += static_cast<double>(N) * 12.0 * C + 4.0 * static_cast<double>(RH * S * S) +
-                       static_cast<double>(E_ * slots) * (6.0 * C + 2.0 * F_);
+                       static_cast<double>(experts * expert_rows) * (6.0 * C + 2.0 * F_);
   }
 
  private:
