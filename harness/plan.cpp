@@ -353,8 +353,8 @@ void predict(PlanEntry& e, const WorkloadSpec& w, const StrategyInfo& info, cons
   const double unit = 1.0 / (3.0 * table->v);
   const ScheduleSim counted = simulate(*table, {unit, unit, unit, 0});
   const int sends = *std::max_element(counted.sends.begin(), counted.sends.end());
-  // Ranks sharing `cores`: the dp x tp ranks of a stage run its actions at once, so while k
-  // stages compute, k dp tp ranks do; each computes at min(1, cores / (k dp tp)) of a core,
+  // Ranks sharing `cores`: the dp x tp x cp x ep ranks of a stage (N / pp) run its actions at
+  // once, so while k stages compute, k N / pp ranks do; each at min(1, cores pp / (k N)) of a core,
   // against min(1, cores / r) when calibrated with r ranks at once (r = the plan's ranks).
   std::vector<double> waits(l.pp);
   for (int s = 0; s < l.pp; ++s) waits[s] = tp_t[s] + cp_t[s] + ep_t[s];

@@ -71,7 +71,6 @@ std::string world_ranks_of(MPI_Comm comm, int size) {
 
 void set_watchdog_timeout(double seconds) { g_timeout_s = seconds; }
 void set_shared_cores(bool shared) { g_shared_cores = shared; }
-bool shared_cores() { return g_shared_cores; }
 double watchdog_timeout() { return g_timeout_s; }
 void set_watchdog_case(const std::string& name) {
   g_case = name;

@@ -26,7 +26,6 @@ double watchdog_timeout();
 // prefetch would slow the ranks it waits for); with the watchdog off too (MPI_Wait
 // busy-polls). Process-wide, set by the harness before a run's first case.
 void set_shared_cores(bool shared);
-bool shared_cores();
 
 // The case this process is running, named in the watchdog's message ("" between cases).
 void set_watchdog_case(const std::string& name);
